@@ -1,0 +1,47 @@
+// `npm test`: runs every test file with node's test runner against a real
+// PostgreSQL: the one in DATABASE_URL when set (CI), else an embedded server
+// started here in a temporary directory and stopped afterwards.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { startEmbedded } from '../src/db/embedded.ts';
+
+const root = join(import.meta.dirname, '..');
+
+function testFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? testFiles(join(dir, e.name)) : e.name.endsWith('.test.ts') ? [join(dir, e.name)] : [],
+  );
+}
+
+const filter = process.argv.slice(2);
+const files = testFiles(join(root, 'test'))
+  .map((f) => relative(root, f))
+  .filter((f) => filter.length === 0 || filter.some((x) => f.includes(x)))
+  .sort();
+
+let embedded: Awaited<ReturnType<typeof startEmbedded>> | undefined;
+let dataDir: string | undefined;
+const env = { ...process.env };
+if (!env.DATABASE_URL) {
+  // initdb refuses a directory the postgres user cannot reach; /tmp is fine.
+  dataDir = mkdtempSync(join(tmpdir(), 'plover-test-'));
+  embedded = await startEmbedded({ dataDir, log: (m) => process.stderr.write(`[test db] ${m}\n`) });
+  env.DATABASE_URL = embedded.url;
+}
+env.APP_SECRET ??= randomBytes(32).toString('hex');
+env.LOG_LEVEL ??= 'silent';
+
+const child = spawn(
+  process.execPath,
+  ['--test', '--test-concurrency=3', '--test-timeout=120000', ...files],
+  { cwd: root, env, stdio: 'inherit' },
+);
+const code: number = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+if (embedded) {
+  await embedded.stop();
+  rmSync(dataDir!, { recursive: true, force: true });
+}
+process.exit(code);

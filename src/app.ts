@@ -1,0 +1,115 @@
+// Builds the Fastify app: plugins, operations routes and the public API under
+// /public/v1. server.ts only listens; tests build this and use app.inject.
+import { randomUUID } from 'node:crypto';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import type { Config } from './config.ts';
+import type { Db } from './db/pool.ts';
+import { ApiKeyCache, requireApiKey, resolveApiKeyHook } from './http/auth.ts';
+import { AppError, installErrorHandlers } from './http/errors.ts';
+import { validatorCompiler } from './http/schemas.ts';
+import { installMetrics } from './ops/metrics.ts';
+import { operationsRoutes } from './ops/routes.ts';
+import { pingRoutes } from './teams/routes.ts';
+
+export type AppDeps = {
+  config: Config;
+  pool: pg.Pool;
+  db: Db;
+  redis?: Redis;
+  /** A pino logger to use; default: a new one at LOG_LEVEL. */
+  logger?: FastifyBaseLogger;
+  /** How long a key lookup is trusted: bounds revocation delay across processes. */
+  keyCacheTtlMs?: number;
+};
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    deps: AppDeps;
+    apiKeys: ApiKeyCache;
+  }
+}
+
+export const OPENAPI_PATH = '/public/v1/openapi.json';
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config } = deps;
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: { level: config.logLevel } }),
+    bodyLimit: config.bodyLimitBytes,
+    genReqId: () => randomUUID(),
+    trustProxy: process.env.TRUST_PROXY === 'true',
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.decorate('deps', deps);
+  app.decorate('apiKeys', new ApiKeyCache(deps.db, deps.keyCacheTtlMs));
+  app.decorateRequest('auth', null);
+  app.setValidatorCompiler(validatorCompiler);
+  // JSON only: a text/plain body is 415, not a string that fails validation.
+  app.removeContentTypeParser('text/plain');
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  // Registered at the root with global: false, so the limiter runs exactly where
+  // we put it: after the key is resolved (it keys on the API key), and for
+  // unknown /public/v1 paths too, so every API answer carries the headers.
+  await app.register(rateLimit, {
+    global: false,
+    max: config.rateLimitPerMinute,
+    timeWindow: 60_000,
+    redis: deps.redis,
+    nameSpace: 'plover:rl:',
+    // Fail open: a Redis outage must not take the API down with it.
+    skipOnError: true,
+    keyGenerator: (request) => (request.auth ? `k:${request.auth.keyId}` : `ip:${request.ip}`),
+    errorResponseBuilder: (_request, context) =>
+      new AppError('RATE_LIMITED', `rate limit exceeded: ${context.max} requests per minute; retry in ${context.after}`),
+  });
+  const resolveKey = resolveApiKeyHook(app.apiKeys);
+  const limit = app.rateLimit();
+  installErrorHandlers(app, async (request, reply) => {
+    if (!request.url.startsWith('/public/v1/')) return;
+    await resolveKey(request);
+    await limit.call(app, request, reply);
+  });
+
+  installMetrics(app);
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: `${config.serviceName} public API`,
+        version: '1.0.0',
+        description: 'Team-scoped e-mail marketing and webhook service. Every /public/v1 route needs a team API key in `x-api-key`.',
+      },
+      servers: [{ url: config.publicUrl }],
+      components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' } } },
+      security: [{ apiKey: [] }],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list', deepLinking: true } });
+  // Served without a key (like /docs, which loads it): the contract is public.
+  app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
+
+  operationsRoutes(app, deps.pool);
+
+  await app.register(
+    async (api) => {
+      api.addHook('onRequest', resolveKey);
+      api.addHook('onRequest', limit);
+      requireApiKey(api);
+      await api.register(pingRoutes);
+    },
+    { prefix: '/public/v1' },
+  );
+
+  return app;
+}

@@ -1,0 +1,85 @@
+// Environment parsing and validation, done once at start-up. A bad value stops
+// the start with a message naming the variable.
+import { isAbsolute, resolve } from 'node:path';
+
+export type Config = {
+  port: number;
+  host: string;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  redisUrl: string | undefined;
+  appSecret: string | undefined;
+  publicUrl: string;
+  rateLimitPerMinute: number;
+  serviceName: string;
+  logLevel: string;
+  bodyLimitBytes: number;
+  workerConcurrency: number;
+  runWorker: boolean;
+};
+
+export class ConfigError extends Error {}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function str(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === '' ? undefined : v.trim();
+}
+
+function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string | undefined {
+  const v = str(env, name);
+  if (v === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(v);
+  } catch {
+    throw new ConfigError(`${name} must be a URL, got "${v}"`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got "${parsed.protocol}"`);
+  }
+  return v;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const port = int(env, 'PORT', 3000, 0, 65535);
+  const host = str(env, 'HOST') ?? '0.0.0.0';
+  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+  const dataDirRaw = str(env, 'DATA_DIR') ?? './data';
+  const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(process.cwd(), dataDirRaw);
+  const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
+  const appSecret = str(env, 'APP_SECRET');
+  if (appSecret !== undefined && appSecret.length < 32) {
+    throw new ConfigError('APP_SECRET must be at least 32 characters (use `openssl rand -hex 32`)');
+  }
+  if (databaseUrl !== undefined && appSecret === undefined) {
+    throw new ConfigError('APP_SECRET is required when DATABASE_URL is set (use `openssl rand -hex 32`)');
+  }
+  const publicUrl = (url(env, 'PUBLIC_URL', ['http:', 'https:']) ?? `http://localhost:${port}`).replace(/\/+$/, '');
+  const rateLimitPerMinute = int(env, 'RATE_LIMIT_PER_MINUTE', 1200, 1, 10_000_000);
+  const serviceName = str(env, 'SERVICE_NAME') ?? 'Plover';
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(serviceName)) {
+    throw new ConfigError('SERVICE_NAME must be 1-64 letters, digits, dots, dashes or underscores (it goes into User-Agent)');
+  }
+  const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  const bodyLimitBytes = int(env, 'BODY_LIMIT_BYTES', 10 * 1024 * 1024, 1024, 1024 * 1024 * 1024);
+  const workerConcurrency = int(env, 'WORKER_CONCURRENCY', 10, 1, 1000);
+  const runWorkerRaw = (str(env, 'RUN_WORKER') ?? 'true').toLowerCase();
+  if (!['true', 'false', '1', '0'].includes(runWorkerRaw)) throw new ConfigError('RUN_WORKER must be true or false');
+  const runWorker = runWorkerRaw === 'true' || runWorkerRaw === '1';
+  return {
+    port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
+    serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker,
+  };
+}

@@ -1,0 +1,80 @@
+// x-api-key authentication for /public/v1. Lookups are cached for a few
+// seconds so auth costs a Map lookup on the hot path; the TTL bounds how long a
+// revoked key keeps working in another process (decided: 5 s).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Db } from '../db/pool.ts';
+import { hashApiKey, looksLikeApiKey } from '../teams/keys.ts';
+import { findLiveKeyByHash, touchApiKey } from '../teams/queries.ts';
+import { AppError } from './errors.ts';
+
+export type Auth = { teamId: string; keyId: string };
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth: Auth | null;
+  }
+}
+
+type Entry = { auth: Auth | null; expires: number };
+
+export class ApiKeyCache {
+  private readonly entries = new Map<string, Entry>();
+  private readonly touched = new Map<string, number>();
+  private readonly db: Db;
+  private readonly ttlMs: number;
+  private readonly maxEntries: number;
+  constructor(db: Db, ttlMs = 5_000, maxEntries = 50_000) {
+    this.db = db;
+    this.ttlMs = ttlMs;
+    this.maxEntries = maxEntries;
+  }
+
+  async resolve(key: string): Promise<Auth | null> {
+    if (!looksLikeApiKey(key)) return null;
+    const hash = hashApiKey(key);
+    const id = hash.toString('base64');
+    const now = Date.now();
+    const hit = this.entries.get(id);
+    if (hit && hit.expires > now) {
+      if (hit.auth) this.touch(hit.auth.keyId, now);
+      return hit.auth;
+    }
+    const row = await findLiveKeyByHash(this.db, hash);
+    const auth = row ? { teamId: row.team_id, keyId: row.id } : null;
+    if (this.entries.size >= this.maxEntries) this.entries.clear();
+    this.entries.set(id, { auth, expires: now + this.ttlMs });
+    if (auth) this.touch(auth.keyId, now);
+    return auth;
+  }
+
+  /** Forget a key at once in this process (other processes within the TTL). */
+  invalidate(keyId: string): void {
+    for (const [id, e] of this.entries) if (e.auth?.keyId === keyId) this.entries.delete(id);
+  }
+
+  private touch(keyId: string, now: number): void {
+    const last = this.touched.get(keyId) ?? 0;
+    if (now - last < 60_000) return;
+    this.touched.set(keyId, now);
+    touchApiKey(this.db, keyId).catch(() => this.touched.delete(keyId));
+  }
+}
+
+/** Resolves the key (if any) early, so the rate limiter can key on it. */
+export function resolveApiKeyHook(cache: ApiKeyCache) {
+  return async (request: FastifyRequest) => {
+    const header = request.headers['x-api-key'];
+    const key = Array.isArray(header) ? header[0] : header;
+    request.auth = key ? await cache.resolve(key.trim()) : null;
+  };
+}
+
+export function requireApiKey(app: FastifyInstance): void {
+  // preParsing: after the rate limiter (route onRequest), before the body is read,
+  // so an unauthenticated request never gets a validation error instead of a 401.
+  app.addHook('preParsing', async (request) => {
+    if (request.auth) return;
+    const given = request.headers['x-api-key'] !== undefined;
+    throw new AppError('UNAUTHORIZED', given ? 'invalid or revoked API key' : 'missing API key: send it in the x-api-key header');
+  });
+}

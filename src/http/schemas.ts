@@ -1,0 +1,69 @@
+// Schemas shared by every feature: the error responses each route documents,
+// pagination, and the validator compilers.
+import { Ajv, type Options } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { FastifySchemaCompiler } from 'fastify';
+import { Type, type TSchema } from 'typebox';
+import { ErrorBody } from './errors.ts';
+
+const base: Options = { allErrors: true, strict: false, useDefaults: true, removeAdditional: false };
+// Bodies are JSON and must carry the right types; only the query string and path
+// (always text) are coerced.
+const bodyAjv = addFormats.default(new Ajv({ ...base, coerceTypes: false }));
+const textAjv = addFormats.default(new Ajv({ ...base, coerceTypes: 'array' }));
+
+export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) =>
+  (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object) as ReturnType<FastifySchemaCompiler<TSchema>>;
+
+const errorResponse = (description: string) => ({ ...ErrorBody, description });
+
+/** The error responses every authenticated route can give, plus any route-specific ones. */
+export function withErrors<T extends Record<number, unknown>>(ok: T, extra: number[] = []) {
+  const out: Record<number, unknown> = { ...ok };
+  const describe: Record<number, string> = {
+    401: 'Missing, unknown or revoked API key',
+    404: 'Not found (or belongs to another team)',
+    405: 'Method not allowed',
+    409: 'Conflict',
+    413: 'Request body too large',
+    415: 'Unsupported Content-Type',
+    422: 'Validation failed',
+    429: 'Rate limit exceeded',
+    500: 'Internal server error',
+    503: 'Service unavailable',
+  };
+  for (const code of [401, 422, 429, 500, ...extra]) out[code] = errorResponse(describe[code] ?? 'Error');
+  return out as T;
+}
+
+export const Ok = Type.Object({ ok: Type.Literal(true) });
+
+export const Uuid = Type.String({ format: 'uuid' });
+export const DateTime = Type.String({ format: 'date-time' });
+
+export const PageMeta = Type.Object({
+  current_page: Type.String(),
+  per_page: Type.Integer(),
+  total: Type.String(),
+  last_page: Type.String(),
+});
+
+export function pageQuery(defaultPerPage: number, extra: Record<string, TSchema> = {}) {
+  return Type.Object(
+    {
+      page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+      per_page: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: defaultPerPage })),
+      ...extra,
+    },
+    { additionalProperties: true },
+  );
+}
+
+export function pageMeta(page: number, perPage: number, total: number) {
+  return {
+    current_page: String(page),
+    per_page: perPage,
+    total: String(total),
+    last_page: String(Math.max(1, Math.ceil(total / perPage))),
+  };
+}

@@ -1,0 +1,77 @@
+// Process lifecycle shared by the entry points: config, database, migrations,
+// API and/or worker, first-start welcome, and graceful shutdown.
+import closeWithGrace from 'close-with-grace';
+import { Redis } from 'ioredis';
+import pino from 'pino';
+import { buildApp } from './app.ts';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { migrate } from './db/migrate.ts';
+import { openDatabase } from './db/open.ts';
+import { countTeams, createApiKey, createTeam } from './teams/queries.ts';
+import { startWorker } from './worker.ts';
+
+function configOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`plover: configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}
+
+export async function main(opts: { api: boolean; worker: boolean | undefined }): Promise<void> {
+  const config = configOrExit();
+  const log = pino({ level: config.logLevel });
+  const database = await openDatabase(config, (msg) => log.info(msg));
+  const applied = await migrate(database.pool);
+  if (applied.length) log.info({ applied }, 'migrations applied');
+
+  const redis = config.redisUrl
+    ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2_000 })
+    : undefined;
+  redis?.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
+
+  const app = opts.api
+    ? await buildApp({ config: { ...config, appSecret: database.appSecret }, pool: database.pool, db: database.db, redis, logger: log })
+    : undefined;
+  const runWorker = opts.worker ?? config.runWorker;
+  const worker = runWorker ? await startWorker(database.pool, config.workerConcurrency, log.child({ component: 'worker' })) : undefined;
+
+  closeWithGrace({ delay: 15_000 }, async ({ signal, err }) => {
+    if (err) log.error({ err }, 'fatal error, shutting down');
+    else log.info({ signal }, 'shutting down');
+    await app?.close(); // stops accepting, lets in-flight requests finish
+    await worker?.stop(); // lets running jobs finish
+    redis?.disconnect();
+    await database.close(); // stops the embedded PostgreSQL when we started it
+    log.info('stopped');
+  });
+
+  if (app) {
+    await app.listen({ port: config.port, host: config.host });
+    if (database.embedded) await welcomeOnFirstStart(database.db, config);
+  }
+}
+
+async function welcomeOnFirstStart(db: Parameters<typeof countTeams>[0], config: Config): Promise<void> {
+  if ((await countTeams(db)) > 0) return;
+  const team = await createTeam(db, 'My team');
+  const { key } = await createApiKey(db, team.id, 'first key');
+  const base = config.publicUrl;
+  process.stdout.write(
+    [
+      '',
+      '  Welcome to Plover. A first team was created for you.',
+      `  Team id:  ${team.id}`,
+      `  API key:  ${key}`,
+      '  The key is shown only this once: keep it like a password.',
+      '',
+      `  Try it:   curl -H "x-api-key: ${key}" ${base}/public/v1/ping`,
+      `  API docs: ${base}/docs`,
+      '',
+    ].join('\n') + '\n',
+  );
+}

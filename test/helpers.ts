@@ -1,0 +1,84 @@
+// Test helpers: every test file gets its own fresh, migrated database on the
+// PostgreSQL in DATABASE_URL (set by scripts/test.ts), and every test makes its
+// own team, so no test depends on another's rows.
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { buildApp, type AppDeps } from '../src/app.ts';
+import { loadConfig, type Config } from '../src/config.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { createDb, createPool, type Db } from '../src/db/pool.ts';
+import { createApiKey, createTeam } from '../src/teams/queries.ts';
+
+export function baseUrl(): string {
+  const url = process.env.DATABASE_URL;
+  if (!url) throw new Error('DATABASE_URL is not set: run the tests with `npm test`');
+  return url;
+}
+
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+export type TestDatabase = { url: string; name: string; pool: pg.Pool; db: Db; drop(): Promise<void> };
+
+/** A new database, migrated, dropped by drop(). */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const name = `plover_t_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: baseUrl() });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = withDatabase(baseUrl(), name);
+  const pool = createPool(url, 10);
+  await migrate(pool);
+  const db = createDb(pool);
+  let dropped = false;
+  return {
+    url,
+    name,
+    pool,
+    db,
+    async drop() {
+      if (dropped) return;
+      dropped = true;
+      await db.destroy();
+      const c = new pg.Client({ connectionString: baseUrl() });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return { ...loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'silent', DATABASE_URL: baseUrl() }), ...overrides };
+}
+
+export type TestApp = { app: FastifyInstance; database: TestDatabase; close(): Promise<void> };
+
+/** Builds the app on a database (a new one unless given). */
+export async function buildTestApp(
+  opts: { config?: Partial<Config>; database?: TestDatabase; deps?: Partial<AppDeps>; beforeReady?: (app: FastifyInstance) => void } = {},
+): Promise<TestApp> {
+  const database = opts.database ?? (await createTestDatabase());
+  const app = await buildApp({ config: testConfig(opts.config), pool: database.pool, db: database.db, ...opts.deps });
+  opts.beforeReady?.(app);
+  await app.ready();
+  return {
+    app,
+    database,
+    async close() {
+      await app.close();
+      if (!opts.database) await database.drop();
+    },
+  };
+}
+
+export async function makeTeam(db: Db, name = 'Test team'): Promise<{ teamId: string; key: string; keyId: string }> {
+  const team = await createTeam(db, name);
+  const { key, info } = await createApiKey(db, team.id, 'test key');
+  return { teamId: team.id, key, keyId: info.id };
+}
