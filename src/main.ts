@@ -43,11 +43,14 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
   closeWithGrace({ delay: 15_000 }, async ({ signal, err }) => {
     if (err) log.error({ err }, 'fatal error, shutting down');
     else log.info({ signal }, 'shutting down');
+    const t0 = Date.now();
     await app?.close(); // stops accepting, lets in-flight requests finish
+    const t1 = Date.now();
     await worker?.stop(); // lets running jobs finish
+    const t2 = Date.now();
     redis?.disconnect();
     await database.close(); // stops the embedded PostgreSQL when we started it
-    log.info('stopped');
+    log.info({ api_ms: t1 - t0, worker_ms: t2 - t1, database_ms: Date.now() - t2 }, 'stopped');
   });
 
   if (app) {

@@ -16,6 +16,7 @@ export async function startWorker(pool: pg.Pool, concurrency: number, log: pino.
     concurrency,
     noHandleSignals: true,
     pollInterval: 2_000,
+    crontab: '',
     logger,
   });
 }

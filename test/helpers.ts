@@ -45,6 +45,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       if (dropped) return;
       dropped = true;
       await db.destroy();
+      if (!pool.ended) await pool.end();
       const c = new pg.Client({ connectionString: baseUrl() });
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);

@@ -9,7 +9,7 @@
 // connects to that server instead of starting another.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { arch, platform, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -138,7 +138,11 @@ export async function startEmbedded({ dataDir, log = () => {} }: EmbeddedOptions
   if (!existsSync(join(pgDir, 'PG_VERSION'))) {
     log(`initialising embedded PostgreSQL in ${pgDir}`);
     mkdirSync(pgDir, { recursive: true, mode: 0o700 });
-    if (ids.uid !== undefined) chownSync(pgDir, ids.uid, ids.gid!);
+    if (ids.uid !== undefined) {
+      // The postgres user must be able to traverse DATA_DIR (not list or read it).
+      chmodSync(dataDir, statSync(dataDir).mode | 0o011);
+      chownSync(pgDir, ids.uid, ids.gid!);
+    }
     const pwFile = join(dataDir, `.pwfile-${process.pid}`);
     writeFileSync(pwFile, secrets.db_password + '\n', { mode: 0o600 });
     if (ids.uid !== undefined) chownSync(pwFile, ids.uid, ids.gid!);

@@ -29,7 +29,9 @@ export async function openDatabase(config: Config, log: (msg: string) => void = 
     async close() {
       if (closed) return;
       closed = true;
-      await db.destroy().catch(() => undefined); // ends the pool too
+      await db.destroy().catch(() => undefined);
+      // Kysely ends the pool only if it ever used it.
+      if (!pool.ended) await pool.end().catch(() => undefined);
       if (embedded?.owned) await embedded.stop();
     },
   };

@@ -1,0 +1,141 @@
+// `npm run bench -- [name...] [--duration <s>] [--connections <n>]`
+//
+// Runs the named benchmarks (all known ones when none is named), one after the
+// other. A benchmark is a module bench/<name>.ts exporting
+// `async function run(opts: BenchOptions): Promise<void>` (lib/types.ts) that
+// prints its own results to stdout; adding one is adding such a file. Progress
+// goes to stderr. Helpers live in bench/lib/, benchmark servers in
+// bench/servers/ (each run in its own process, see lib/server.ts).
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { openBenchPostgres, type BenchPostgres } from './lib/postgres.ts';
+import type { BenchModule, BenchOptions } from './lib/types.ts';
+
+const BENCH_DIR = import.meta.dirname;
+const NAME = /^[a-z0-9][a-z0-9-]*$/;
+
+const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>]
+
+  name                   benchmark(s) to run: ${knownBenchmarks().join(', ') || '(none)'}; default: all
+  -d, --duration <s>     seconds of load per measured run (default 10)
+  -c, --connections <n>  concurrent connections (default 50)
+
+Uses the PostgreSQL in DATABASE_URL when set (a fresh database, dropped at the
+end; APP_SECRET is generated when unset), else an embedded one in a temporary
+directory.`;
+
+function knownBenchmarks(): string[] {
+  return readdirSync(BENCH_DIR, { withFileTypes: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') && e.name !== 'run.ts')
+    .map((e) => e.name.slice(0, -3))
+    .filter((n) => NAME.test(n))
+    .sort();
+}
+
+function fail(msg: string): never {
+  process.stderr.write(`bench: ${msg}\n\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function positive(name: string, raw: string | undefined, fallback: number, integer: boolean): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
+    fail(`--${name} must be a positive ${integer ? 'integer' : 'number'}, got "${raw}"`);
+  }
+  return n;
+}
+
+let args: ReturnType<typeof parse>;
+function parse() {
+  return parseArgs({
+    allowPositionals: true,
+    options: {
+      duration: { type: 'string', short: 'd' },
+      connections: { type: 'string', short: 'c' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}
+try {
+  args = parse();
+} catch (err) {
+  fail((err as Error).message);
+}
+if (args.values.help) {
+  process.stdout.write(USAGE + '\n');
+  process.exit(0);
+}
+
+const duration = positive('duration', args.values.duration, 10, false);
+const connections = positive('connections', args.values.connections, 50, true);
+const known = knownBenchmarks();
+const names = args.positionals.length ? [...new Set(args.positionals)] : known;
+const unknown = names.filter((n) => !known.includes(n));
+if (unknown.length) fail(`unknown benchmark ${unknown.join(', ')}`);
+if (!names.length) fail('no benchmarks found');
+
+const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
+
+// Cleanup, also on Ctrl-C: the current benchmark's deferred functions (last in,
+// first out), then the shared PostgreSQL.
+let postgres: Promise<BenchPostgres> | undefined;
+let deferred: (() => unknown)[] = [];
+async function runDeferred(): Promise<void> {
+  for (let fn = deferred.pop(); fn; fn = deferred.pop()) {
+    try {
+      await fn();
+    } catch (err) {
+      log(`cleanup failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}
+async function closePostgres(): Promise<void> {
+  const p = postgres;
+  postgres = undefined;
+  if (!p) return;
+  try {
+    await (await p).close();
+  } catch (err) {
+    log(`stopping PostgreSQL failed: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) process.exit(130); // second Ctrl-C: give up on cleanup
+    interrupted = true;
+    log(`${signal}: cleaning up (again to quit at once)`);
+    void runDeferred().then(closePostgres).finally(() => process.exit(130));
+  });
+}
+
+let failed = 0;
+for (const name of names) {
+  const started = Date.now();
+  log(`${name}: duration ${duration} s, ${connections} connections`);
+  const opts: BenchOptions = {
+    name,
+    duration,
+    connections,
+    postgres: () => (postgres ??= openBenchPostgres(log)),
+    defer: (fn) => void deferred.push(fn),
+    log,
+  };
+  try {
+    const mod = (await import(pathToFileURL(join(BENCH_DIR, `${name}.ts`)).href)) as Partial<BenchModule>;
+    if (typeof mod.run !== 'function') throw new Error(`bench/${name}.ts does not export a run function`);
+    await mod.run(opts);
+    log(`${name}: done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  } catch (err) {
+    failed++;
+    log(`${name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  } finally {
+    await runDeferred();
+  }
+  if (interrupted) break;
+}
+await closePostgres();
+process.exit(failed ? 1 : 0);

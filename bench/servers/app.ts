@@ -1,0 +1,28 @@
+// The real app, built as src/server.ts builds it (buildApp on a pool) but with
+// logging silent, a rate limit too high to reject anything, no Redis and no
+// worker, on the database the parent created and migrated.
+import pino from 'pino';
+import { buildApp } from '../../src/app.ts';
+import { loadConfig } from '../../src/config.ts';
+import { createDb, createPool } from '../../src/db/pool.ts';
+import { serve } from '../lib/serve.ts';
+
+export type AppServerParams = { databaseUrl: string; appSecret: string; poolSize?: number };
+
+await serve<AppServerParams>(async ({ databaseUrl, appSecret, poolSize = 20 }) => {
+  // Only these variables, not the caller's environment (no REDIS_URL etc.).
+  const config = {
+    ...loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, APP_SECRET: appSecret }),
+    rateLimitPerMinute: 100_000_000,
+  };
+  const pool = createPool(databaseUrl, poolSize); // 20: openDatabase's default
+  const db = createDb(pool);
+  const app = await buildApp({ config, pool, db, logger: pino({ level: 'silent' }) });
+  return {
+    app,
+    async close() {
+      await db.destroy();
+      if (!pool.ended) await pool.end(); // Kysely ends it only if it used it
+    },
+  };
+});

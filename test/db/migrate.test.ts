@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import pg from 'pg';
+import { listMigrations, migrate } from '../../src/db/migrate.ts';
+import { createPool } from '../../src/db/pool.ts';
+import { baseUrl } from '../helpers.ts';
+
+const CLI = join(import.meta.dirname, '..', '..', 'src', 'cli.ts');
+
+async function emptyDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `plover_m_${Math.random().toString(36).slice(2, 10)}`;
+  const admin = new pg.Client({ connectionString: baseUrl() });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const u = new URL(baseUrl());
+  u.pathname = `/${name}`;
+  return {
+    url: u.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: baseUrl() });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+test('migration files are numbered without gaps', () => {
+  const versions = listMigrations().map((m) => m.version);
+  assert.ok(versions.length > 0);
+  assert.deepEqual(versions, versions.map((_, i) => i + 1));
+});
+
+test('migrate applies everything once and is idempotent', async () => {
+  const d = await emptyDatabase();
+  const pool = createPool(d.url, 2);
+  try {
+    const first = await migrate(pool);
+    assert.equal(first.length, listMigrations().length);
+    assert.deepEqual(await migrate(pool), []);
+    const { rows } = await pool.query('SELECT version FROM schema_migrations ORDER BY version');
+    assert.deepEqual(rows.map((r) => r.version), listMigrations().map((m) => m.version));
+  } finally {
+    await pool.end();
+    await d.drop();
+  }
+});
+
+test('two processes migrating a fresh database at once are both safe', async () => {
+  const d = await emptyDatabase();
+  try {
+    const runOne = () =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+        execFile(process.execPath, [CLI, 'migrate'], { env: { ...process.env, DATABASE_URL: d.url } }, (err, stdout, stderr) =>
+          resolve({ code: err ? 1 : 0, stdout, stderr }),
+        ),
+      );
+    const results = await Promise.all([runOne(), runOne(), runOne()]);
+    for (const r of results) assert.equal(r.code, 0, r.stderr);
+    // Exactly one of them applied the files; the others found nothing to do.
+    assert.equal(results.filter((r) => r.stdout.includes('applied:')).length, 1);
+    assert.equal(results.filter((r) => r.stdout.includes('up to date')).length, 2);
+    const c = new pg.Client({ connectionString: d.url });
+    await c.connect();
+    const { rows } = await c.query('SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version');
+    await c.end();
+    assert.equal(rows.length, listMigrations().length);
+    for (const r of rows) assert.equal(r.n, 1);
+  } finally {
+    await d.drop();
+  }
+});
+
+test('a failing migration rolls back entirely: nothing half-applied', async () => {
+  const d = await emptyDatabase();
+  const dir = mkdtempSync(join(tmpdir(), 'plover-mig-'));
+  writeFileSync(join(dir, '0001_ok.sql'), 'CREATE TABLE good (id int);');
+  writeFileSync(join(dir, '0002_bad.sql'), 'CREATE TABLE also_good (id int); SELECT no_such_function();');
+  const pool = createPool(d.url, 2);
+  try {
+    await assert.rejects(migrate(pool, dir), /no_such_function/);
+    const { rows } = await pool.query("SELECT to_regclass('good') AS a, to_regclass('also_good') AS b, to_regclass('schema_migrations') AS m");
+    assert.deepEqual(rows[0], { a: null, b: null, m: null });
+  } finally {
+    await pool.end();
+    await d.drop();
+  }
+});

@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { Type } from 'typebox';
+import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+
+function assertError(res: { statusCode: number; json(): any; headers: Record<string, unknown> }, status: number, code: string) {
+  assert.equal(res.statusCode, status, `status ${res.statusCode}: ${JSON.stringify(res.json())}`);
+  const body = res.json();
+  assert.equal(body.ok, false);
+  assert.equal(body.error.code, code);
+  assert.equal(typeof body.error.message, 'string');
+  assert.match(String(res.headers['x-request-id']), /^[0-9a-f-]{36}$/);
+  return body;
+}
+
+describe('error envelope and status codes', () => {
+  let t: TestApp;
+  let key: string;
+  const logLines: string[] = [];
+  const logStream = new Writable({
+    write(chunk, _enc, cb) {
+      logLines.push(String(chunk));
+      cb();
+    },
+  });
+  before(async () => {
+    t = await buildTestApp({
+      config: { bodyLimitBytes: 2048 },
+      deps: { logger: pino({ level: 'error' }, logStream) },
+      beforeReady(app) {
+        // Test-only routes, on the same app and hooks as real ones.
+        app.get('/__test/boom', async () => {
+          throw new Error('secret internal detail: password=hunter2');
+        });
+        app.post(
+          '/__test/echo',
+          {
+            schema: {
+              body: Type.Object(
+                {
+                  name: Type.String({ minLength: 1 }),
+                  items: Type.Array(Type.Object({ email: Type.String({ format: 'email' }), n: Type.Integer() }), { maxItems: 5 }),
+                },
+                { additionalProperties: false },
+              ),
+            },
+          },
+          async (request) => ({ ok: true, got: request.body }),
+        );
+      },
+    });
+    ({ key } = await makeTeam(t.database.db));
+  });
+  after(() => t.close());
+
+  test('unknown route: 404 NOT_FOUND', async () => {
+    assertError(await t.app.inject({ url: '/public/v1/nope', headers: { 'x-api-key': key } }), 404, 'NOT_FOUND');
+    assertError(await t.app.inject({ url: '/elsewhere' }), 404, 'NOT_FOUND');
+  });
+
+  test('unknown /public/v1 path still carries the rate-limit headers', async () => {
+    const res = await t.app.inject({ url: '/public/v1/nope', headers: { 'x-api-key': key } });
+    assert.ok(res.headers['x-ratelimit-limit']);
+    assert.ok(res.headers['x-ratelimit-remaining']);
+  });
+
+  test('wrong method: 405 METHOD_NOT_ALLOWED with Allow', async () => {
+    const res = await t.app.inject({ method: 'DELETE', url: '/public/v1/ping', headers: { 'x-api-key': key } });
+    assertError(res, 405, 'METHOD_NOT_ALLOWED');
+    assert.match(String(res.headers.allow), /GET/);
+  });
+
+  test('body too large: 413 PAYLOAD_TOO_LARGE', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/__test/echo',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ name: 'x'.repeat(5000), items: [] }),
+    });
+    assertError(res, 413, 'PAYLOAD_TOO_LARGE');
+  });
+
+  test('wrong content type: 415 UNSUPPORTED_MEDIA_TYPE', async () => {
+    for (const type of ['text/plain', 'application/xml', 'application/x-www-form-urlencoded']) {
+      const res = await t.app.inject({ method: 'POST', url: '/__test/echo', headers: { 'content-type': type }, payload: 'name=x' });
+      assertError(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+    }
+  });
+
+  test('malformed JSON: 422 VALIDATION_FAILED, never 500', async () => {
+    for (const payload of ['{"name": ', '{nope}', '[1,2', '"\\u12"']) {
+      const res = await t.app.inject({ method: 'POST', url: '/__test/echo', headers: { 'content-type': 'application/json' }, payload });
+      const body = assertError(res, 422, 'VALIDATION_FAILED');
+      assert.ok(Array.isArray(body.error.details));
+    }
+  });
+
+  test('empty JSON body: 422', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/__test/echo', headers: { 'content-type': 'application/json' }, payload: '' });
+    assertError(res, 422, 'VALIDATION_FAILED');
+  });
+
+  test('schema violations: 422 with one detail per problem, in field notation', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/__test/echo',
+      payload: { items: [{ email: 'a@b.co', n: 1 }, { email: 'nope', n: '2' }], extra: 1 },
+    });
+    const body = assertError(res, 422, 'VALIDATION_FAILED');
+    const fields = body.error.details.map((d: { field: string }) => d.field).sort();
+    assert.deepEqual(fields, ['extra', 'items[1].email', 'items[1].n', 'name']);
+    for (const d of body.error.details) assert.equal(typeof d.message, 'string');
+  });
+
+  test('bodies are not type-coerced: "2" is not an integer', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/__test/echo', payload: { name: 'x', items: [{ email: 'a@b.co', n: '2' }] } });
+    assertError(res, 422, 'VALIDATION_FAILED');
+  });
+
+  test('a valid body passes', async () => {
+    const res = await t.app.inject({ method: 'POST', url: '/__test/echo', payload: { name: 'x', items: [{ email: 'a@b.co', n: 2 }] } });
+    assert.equal(res.statusCode, 200);
+  });
+
+  test('unexpected error: 500 without internals, request id in header and log', async () => {
+    const res = await t.app.inject({ url: '/__test/boom' });
+    assertError(res, 500, 'INTERNAL_SERVER_ERROR');
+    assert.ok(!res.body.includes('hunter2'));
+    assert.ok(!res.body.includes('secret internal detail'));
+    assert.ok(!res.body.includes('stack'));
+    const id = String(res.headers['x-request-id']);
+    const line = logLines.map((l) => JSON.parse(l)).find((l) => l.reqId === id);
+    assert.ok(line, 'the failure is logged under the request id');
+    assert.match(JSON.stringify(line.err), /secret internal detail/);
+  });
+
+  test('every response has an x-request-id, unique per request', async () => {
+    const a = await t.app.inject({ url: '/healthz' });
+    const b = await t.app.inject({ url: '/healthz' });
+    assert.ok(a.headers['x-request-id']);
+    assert.notEqual(a.headers['x-request-id'], b.headers['x-request-id']);
+  });
+});
