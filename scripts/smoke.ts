@@ -17,7 +17,7 @@ const port: number = await new Promise((resolve) => {
   });
 });
 const base = `http://127.0.0.1:${port}`;
-const env = { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
 delete env.DATABASE_URL;
 delete env.APP_SECRET;
 delete env.REDIS_URL;
@@ -66,7 +66,7 @@ console.log(`smoke: ready in ${Date.now() - started} ms`);
 const key = output.match(/API key:\s+(plv_live_[A-Za-z0-9_-]+)/)![1];
 
 const ping = await fetch(`${base}/public/v1/ping`, { headers: { 'x-api-key': key } });
-const body = await ping.json();
+const body = (await ping.json()) as { ok?: unknown };
 if (ping.status !== 200 || body.ok !== true) fail(`ping answered ${ping.status} ${JSON.stringify(body)}`);
 console.log('smoke: ping with the printed key: 200 {"ok":true}');
 const anon = await fetch(`${base}/public/v1/ping`);
