@@ -31,18 +31,18 @@ export class ApiKeyCache {
 
   async resolve(key: string): Promise<Auth | null> {
     if (!looksLikeApiKey(key)) return null;
-    const hash = hashApiKey(key);
-    const id = hash.toString('base64');
+    // Keyed by the key itself: hashing is only needed on a miss (the clear key
+    // is in this process's memory during the request anyway).
     const now = Date.now();
-    const hit = this.entries.get(id);
+    const hit = this.entries.get(key);
     if (hit && hit.expires > now) {
       if (hit.auth) this.touch(hit.auth.keyId, now);
       return hit.auth;
     }
-    const row = await findLiveKeyByHash(this.db, hash);
+    const row = await findLiveKeyByHash(this.db, hashApiKey(key));
     const auth = row ? { teamId: row.team_id, keyId: row.id } : null;
     if (this.entries.size >= this.maxEntries) this.entries.clear();
-    this.entries.set(id, { auth, expires: now + this.ttlMs });
+    this.entries.set(key, { auth, expires: now + this.ttlMs });
     if (auth) this.touch(auth.keyId, now);
     return auth;
   }
