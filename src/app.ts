@@ -15,7 +15,11 @@ import { AppError, installErrorHandlers } from './http/errors.ts';
 import { validatorCompiler } from './http/schemas.ts';
 import { installMetrics } from './ops/metrics.ts';
 import { operationsRoutes } from './ops/routes.ts';
+import { campaignsRoutes } from './campaigns/routes.ts';
+import { contactsRoutes } from './contacts/routes.ts';
+import { mailAccountsRoutes } from './mail/accounts-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
+import { templatesRoutes } from './templates/routes.ts';
 
 export type AppDeps = {
   config: Config;
@@ -107,6 +111,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       api.addHook('onRequest', limit);
       requireApiKey(api);
       await api.register(pingRoutes);
+      await api.register(contactsRoutes, { prefix: '/email/contacts' });
+      await api.register(templatesRoutes, { prefix: '/email/templates' });
+      await api.register(mailAccountsRoutes, { prefix: '/email/mail-accounts' });
+      await api.register(campaignsRoutes, { prefix: '/email/campaigns' });
     },
     { prefix: '/public/v1' },
   );

@@ -34,11 +34,14 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
     : undefined;
   redis?.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
 
+  const runtimeConfig = { ...config, appSecret: database.appSecret };
   const app = opts.api
-    ? await buildApp({ config: { ...config, appSecret: database.appSecret }, pool: database.pool, db: database.db, redis, logger: log })
+    ? await buildApp({ config: runtimeConfig, pool: database.pool, db: database.db, redis, logger: log })
     : undefined;
   const runWorker = opts.worker ?? config.runWorker;
-  const worker = runWorker ? await startWorker(database.pool, config.workerConcurrency, log.child({ component: 'worker' })) : undefined;
+  const worker = runWorker
+    ? await startWorker(database.pool, { db: database.db, config: runtimeConfig }, log.child({ component: 'worker' }))
+    : undefined;
 
   closeWithGrace({ delay: 15_000 }, async ({ signal, err }) => {
     if (err) log.error({ err }, 'fatal error, shutting down');

@@ -1,6 +1,15 @@
 // Every background task, by graphile-worker task name. Features add theirs here.
 import type { TaskList } from 'graphile-worker';
+import type { Config } from './config.ts';
+import type { Db } from './db/pool.ts';
+import { processEventsTask, type EventHandler } from './events/process.ts';
 
-export function buildTaskList(): TaskList {
-  return {};
+export type TaskDeps = { db: Db; config: Config };
+
+export function buildTaskList(deps: TaskDeps): TaskList {
+  // Handlers of emitted events, in order. Webhook fan-out and campaign triggers go here.
+  const eventHandlers: EventHandler[] = [];
+  return {
+    process_events: processEventsTask(deps.db, eventHandlers),
+  };
 }

@@ -3,17 +3,17 @@
 import { run, Logger, type Runner } from 'graphile-worker';
 import type pg from 'pg';
 import pino from 'pino';
-import { buildTaskList } from './tasks.ts';
+import { buildTaskList, type TaskDeps } from './tasks.ts';
 
-export async function startWorker(pool: pg.Pool, concurrency: number, log: pino.Logger): Promise<Runner> {
+export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logger): Promise<Runner> {
   const logger = new Logger((scope) => (level, message, meta) => {
     const l = level === 'warning' ? 'warn' : level;
     (log[l as 'info'] ?? log.info).call(log, { scope, ...meta }, message);
   });
   return run({
     pgPool: pool,
-    taskList: buildTaskList(),
-    concurrency,
+    taskList: buildTaskList(deps),
+    concurrency: deps.config.workerConcurrency,
     noHandleSignals: true,
     pollInterval: 2_000,
     crontab: '',

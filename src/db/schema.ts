@@ -21,7 +21,135 @@ export interface ApiKeysTable {
   revoked_at: Date | null;
 }
 
-export interface Database {
+export interface Database extends Tables {
   teams: TeamsTable;
   api_keys: ApiKeysTable;
+}
+
+type Ts = ColumnType<Date, Date | string | undefined, Date | string>;
+type NullableTs = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+type Json<T = unknown> = ColumnType<T, T | string | undefined, T | string>;
+
+export interface ContactsTable {
+  id: Generated<string>;
+  team_id: string;
+  email: string;
+  status: Generated<'active' | 'unsubscribed' | 'bounced' | 'complained'>;
+  first_name: string | null;
+  last_name: string | null;
+  phone: string | null;
+  foreign_id: string | null;
+  country_code: string | null;
+  tags: Generated<string[]>;
+  is_email_valid: boolean | null;
+  validation_method: string | null;
+  validation_reason: string | null;
+  validated_at: NullableTs;
+  created_at: Ts;
+  updated_at: Ts;
+  unsubscribed_at: NullableTs;
+  unsubscribed_reason: string | null;
+  first_sent_at: NullableTs;
+  last_sent_at: NullableTs;
+  sent_count: Generated<number>;
+  first_opened_at: NullableTs;
+  last_opened_at: NullableTs;
+  opens_count: Generated<number>;
+  first_clicked_at: NullableTs;
+  last_clicked_at: NullableTs;
+  clicks_count: Generated<number>;
+  first_lead_at: NullableTs;
+  last_lead_at: NullableTs;
+  leads_count: Generated<number>;
+  first_sale_at: NullableTs;
+  last_sale_at: NullableTs;
+  sales_count: Generated<number>;
+  first_bounced_at: NullableTs;
+  last_bounced_at: NullableTs;
+  hard_bounces_count: Generated<number>;
+  soft_bounces_count: Generated<number>;
+  custom_str_1: string | null; custom_str_2: string | null; custom_str_3: string | null; custom_str_4: string | null; custom_str_5: string | null;
+  custom_int_1: number | null; custom_int_2: number | null; custom_int_3: number | null; custom_int_4: number | null; custom_int_5: number | null;
+  custom_dec_1: string | null; custom_dec_2: string | null; custom_dec_3: string | null;
+  custom_datetime_1: NullableTs; custom_datetime_2: NullableTs; custom_datetime_3: NullableTs;
+  custom_bool_1: boolean | null; custom_bool_2: boolean | null; custom_bool_3: boolean | null;
+}
+
+export interface TemplatesTable {
+  id: Generated<string>;
+  team_id: string;
+  name: string;
+  subject: string | null;
+  content_type: Generated<'html'>;
+  scope: Generated<'private' | 'public'>;
+  status: Generated<'active' | 'archived'>;
+  meta: Json<{ json_schema: string; tags: string[] }>;
+  content: string;
+  alt_content: Generated<string>;
+  created_at: Ts;
+  updated_at: Ts;
+}
+
+export interface MailAccountsTable {
+  id: Generated<string>;
+  team_id: string;
+  host: string;
+  port: number;
+  security: 'tls' | 'starttls' | 'none';
+  username: string | null;
+  password_enc: Buffer | null;
+  from_email: string;
+  from_name: string | null;
+  daily_limit: Generated<number>;
+  status: Generated<'active' | 'disabled'>;
+  created_at: Ts;
+  updated_at: Ts;
+}
+
+export interface CampaignsTable {
+  id: Generated<string>;
+  team_id: string;
+  name: string;
+  delivery_type: Generated<string>;
+  campaign_type: Generated<string>;
+  meta: Json<unknown[]>;
+  draft_data: Json<Record<string, unknown>>;
+  trigger_events: string[];
+  created_at: Ts;
+  updated_at: Ts;
+}
+
+export interface CampaignSendsTable {
+  id: Generated<string>;
+  team_id: string;
+  campaign_id: string;
+  campaign_type: string;
+  status: Generated<'active' | 'paused' | 'completed' | 'failed'>;
+  next_send_at: NullableTs;
+  next_send_countdown: Json<{ total: number; remaining: number }>;
+  send_data: Json<Record<string, unknown>>;
+  send_progress: Json<Record<string, unknown>>;
+  created_at: Ts;
+  updated_at: Ts;
+}
+
+export interface EventsTable {
+  id: Generated<string>;
+  team_id: string;
+  name: string;
+  contact_id: string | null;
+  payload: Json<Record<string, unknown>>;
+  idempotency_key: string | null;
+  occurred_at: Ts;
+  created_at: Ts;
+  processed_at: NullableTs;
+}
+
+export interface Tables {
+  contacts: ContactsTable;
+  templates: TemplatesTable;
+  mail_accounts: MailAccountsTable;
+  campaigns: CampaignsTable;
+  campaign_sends: CampaignSendsTable;
+  events: EventsTable;
 }

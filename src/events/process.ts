@@ -1,0 +1,33 @@
+// The `process_events` task: loads the events of a job and hands them to every
+// registered handler. Handlers must be idempotent: a job that fails part-way
+// is retried whole (graphile-worker backoff), so a handler may see an event twice.
+import type { Task } from 'graphile-worker';
+import { sql } from 'kysely';
+import type { Db } from '../db/pool.ts';
+
+export type EventRow = {
+  id: string;
+  team_id: string;
+  name: string;
+  contact_id: string | null;
+  payload: Record<string, unknown>;
+  occurred_at: Date;
+  created_at: Date;
+};
+
+export type EventHandler = (events: EventRow[]) => Promise<void>;
+
+export function processEventsTask(db: Db, handlers: EventHandler[]): Task {
+  return async (payload) => {
+    const ids = (payload as { event_ids?: string[] }).event_ids ?? [];
+    if (ids.length === 0) return;
+    const events = await db
+      .selectFrom('events')
+      .select(['id', 'team_id', 'name', 'contact_id', 'payload', 'occurred_at', 'created_at'])
+      .where('id', 'in', ids)
+      .orderBy('id')
+      .execute();
+    for (const handle of handlers) await handle(events as EventRow[]);
+    await sql`UPDATE events SET processed_at = now() WHERE id = ANY(${ids}::uuid[]) AND processed_at IS NULL`.execute(db);
+  };
+}
