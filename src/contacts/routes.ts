@@ -1,3 +1,141 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { sql } from 'kysely';
+import { pageMeta, withErrors } from '../http/schemas.ts';
+import { findContactByEmail, toPatches, unsubscribeContacts, upsertContacts } from './queries.ts';
+import {
+  BulkUnsubscribeBody,
+  BulkUnsubscribeResponse,
+  BulkUpsertBody,
+  BulkUpsertResponse,
+  ContactInput,
+  UnsubscribeBody,
+  UnsubscribeResponse,
+  UnsubscribesQuery,
+  UnsubscribesResponse,
+  UpsertResponse,
+  type ContactInputT,
+} from './schemas.ts';
+import { contactView } from './view.ts';
 
-export const contactsRoutes: FastifyPluginAsyncTypebox = async (_app) => {};
+const tags = ['contacts'];
+const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const db = app.deps.db;
+
+  app.post(
+    '/upsert',
+    {
+      schema: {
+        tags,
+        summary: 'Create or update one contact',
+        description:
+          'Absent fields keep their stored value, null clears one, tags are added. Never resubscribes an unsubscribed or bounced contact.',
+        body: ContactInput,
+        response: withErrors({ 200: UpsertResponse }),
+      },
+    },
+    async (request) => {
+      const teamId = request.auth!.teamId;
+      const [patch] = toPatches([request.body as ContactInputT]);
+      return db.transaction().execute(async (tx) => {
+        const result = await upsertContacts(tx, teamId, [patch]);
+        const contact = await findContactByEmail(tx, teamId, patch.email);
+        return { ok: true as const, contact: contactView(contact!) as never, created: result.created.length === 1 };
+      });
+    },
+  );
+
+  app.post(
+    '/bulk-upsert',
+    {
+      schema: {
+        tags,
+        summary: 'Create or update up to 1,000 contacts at once',
+        description:
+          'Validated whole: one invalid contact rejects the request (422 listing every problem) and nothing is written. Duplicate addresses are merged, later fields winning.',
+        body: BulkUpsertBody,
+        response: withErrors({ 200: BulkUpsertResponse }),
+      },
+    },
+    async (request) => {
+      const teamId = request.auth!.teamId;
+      const patches = toPatches(request.body.contacts as ContactInputT[], request.body.tags ?? []);
+      const result = await db.transaction().execute((tx) => upsertContacts(tx, teamId, patches));
+      return {
+        ok: true as const,
+        summary: {
+          received: request.body.contacts.length,
+          created: result.created.length,
+          updated: result.updated.length,
+          unchanged: result.unchanged,
+        },
+      };
+    },
+  );
+
+  app.post(
+    '/unsubscribe',
+    {
+      schema: {
+        tags,
+        summary: 'Unsubscribe one address',
+        description: 'An unknown address is recorded as an unsubscribed contact, so it is never mailed.',
+        body: UnsubscribeBody,
+        response: withErrors({ 200: UnsubscribeResponse }),
+      },
+    },
+    async (request) => {
+      const teamId = request.auth!.teamId;
+      const email = request.body.email.trim().toLowerCase();
+      return db.transaction().execute(async (tx) => {
+        await unsubscribeContacts(tx, teamId, [email], request.body.reason ?? null, 'api');
+        const contact = await findContactByEmail(tx, teamId, email);
+        return { ok: true as const, contact: contactView(contact!) as never };
+      });
+    },
+  );
+
+  app.post(
+    '/bulk-unsubscribe',
+    {
+      schema: {
+        tags,
+        summary: 'Unsubscribe up to 1,000 addresses at once',
+        body: BulkUnsubscribeBody,
+        response: withErrors({ 200: BulkUnsubscribeResponse }),
+      },
+    },
+    async (request) => {
+      const teamId = request.auth!.teamId;
+      const emails = request.body.emails.map((e) => e.trim().toLowerCase());
+      const r = await db.transaction().execute((tx) => unsubscribeContacts(tx, teamId, emails, request.body.reason ?? null, 'api'));
+      return { ok: true as const, summary: { received: request.body.emails.length, unsubscribed: r.unsubscribed, unchanged: r.unchanged } };
+    },
+  );
+
+  app.get(
+    '/unsubscribes',
+    {
+      schema: {
+        tags,
+        summary: "List the team's unsubscribed contacts",
+        querystring: UnsubscribesQuery,
+        response: withErrors({ 200: UnsubscribesResponse }),
+      },
+    },
+    async (request) => {
+      const teamId = request.auth!.teamId;
+      const page = request.query.page ?? 1;
+      const perPage = request.query.per_page ?? 50;
+      const search = request.query.search?.trim().toLowerCase();
+      let q = db.selectFrom('contacts').where('team_id', '=', teamId).where('status', '=', 'unsubscribed');
+      if (search) q = q.where(sql<boolean>`email LIKE ${'%' + escapeLike(search) + '%'}`);
+      const [{ n }, rows] = await Promise.all([
+        q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+        q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(perPage).offset((page - 1) * perPage).execute(),
+      ]);
+      return { ok: true as const, contacts: rows.map(contactView) as never[], meta: pageMeta(page, perPage, Number(n)) };
+    },
+  );
+};

@@ -3,7 +3,7 @@
 import { Ajv, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
-import { Type, type TSchema } from 'typebox';
+import { Type, type Static, type TSchema } from 'typebox';
 import { ErrorBody } from './errors.ts';
 
 const base: Options = { allErrors: true, strict: false, useDefaults: true, removeAdditional: false };
@@ -11,6 +11,26 @@ const base: Options = { allErrors: true, strict: false, useDefaults: true, remov
 // (always text) are coerced.
 const bodyAjv = addFormats.default(new Ajv({ ...base, coerceTypes: false }));
 const textAjv = addFormats.default(new Ajv({ ...base, coerceTypes: 'array' }));
+
+// E-mail addresses are trimmed and lower-cased before storage (decisions.md §3),
+// so the format accepts surrounding spaces and any case.
+const EMAIL_RE =
+  /^(?=.{3,254}$)(?=[^@]{1,64}@)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]{0,62}$/;
+export const isEmail = (s: string): boolean => EMAIL_RE.test(s.trim());
+
+const regionNames = new Intl.DisplayNames(['en'], { type: 'region' });
+/** ISO 3166-1 alpha-2, any case. Intl echoes unknown codes back (or says "Unknown Region"). */
+export function isCountryCode(s: string): boolean {
+  if (!/^[A-Za-z]{2}$/.test(s)) return false;
+  const code = s.toUpperCase();
+  const name = regionNames.of(code);
+  return name !== undefined && name !== code && name !== 'Unknown Region';
+}
+
+for (const ajv of [bodyAjv, textAjv]) {
+  ajv.addFormat('contact-email', { type: 'string', validate: isEmail });
+  ajv.addFormat('country-code', { type: 'string', validate: isCountryCode });
+}
 
 export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) =>
   (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object) as ReturnType<FastifySchemaCompiler<TSchema>>;
@@ -38,6 +58,15 @@ export function withErrors<T extends Record<number, unknown>>(ok: T, extra: numb
 
 export const Ok = Type.Object({ ok: Type.Literal(true) });
 
+/** A schema that also accepts null, as a JSON-Schema type array (clearer errors than anyOf). */
+export function nullable<T extends TSchema>(schema: T) {
+  const s = schema as unknown as { type: string };
+  return Type.Unsafe<Static<T> | null>({ ...schema, type: [s.type, 'null'] });
+}
+
+/** A string-or-null output field (fast serialization, no anyOf). */
+export const StringOrNull = Type.Unsafe<string | null>({ type: ['string', 'null'] });
+
 export const Uuid = Type.String({ format: 'uuid' });
 export const DateTime = Type.String({ format: 'date-time' });
 
@@ -48,7 +77,7 @@ export const PageMeta = Type.Object({
   last_page: Type.String(),
 });
 
-export function pageQuery(defaultPerPage: number, extra: Record<string, TSchema> = {}) {
+export function pageQuery<E extends Record<string, TSchema>>(defaultPerPage: number, extra: E = {} as E) {
   return Type.Object(
     {
       page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),

@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { toPatches, upsertContacts } from '../../src/contacts/queries.ts';
+import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+
+describe('contacts: events emitted exactly for real changes', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp();
+  });
+  after(() => t.close());
+  const post = (key: string, url: string, payload: unknown) =>
+    t.app.inject({ method: 'POST', url: `/public/v1/email/contacts/${url}`, headers: { 'x-api-key': key }, payload: payload as object });
+  const events = (teamId: string) =>
+    t.database.db.selectFrom('events').selectAll().where('team_id', '=', teamId).orderBy('id').execute();
+  const jobsFor = async (ids: string[]) => {
+    const { rows } = await t.database.pool.query(
+      `SELECT j.payload FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id WHERE t.identifier = 'process_events'`,
+    );
+    const queued = new Set(rows.flatMap((r) => r.payload.event_ids as string[]));
+    return ids.filter((id) => queued.has(id));
+  };
+
+  test('create and change emit contact.saved with the 6.3 payload; an unchanged upsert emits nothing', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    await post(key, 'upsert', { email: 'e@x.io', first_name: 'E', phone: '+1' });
+    let ev = await events(teamId);
+    assert.equal(ev.length, 1);
+    assert.equal(ev[0].name, 'contact.saved');
+    assert.deepEqual(Object.keys(ev[0].payload).sort(), [
+      'contact_id', 'country_code', 'created_at', 'email', 'first_name', 'foreign_id', 'last_name', 'phone', 'updated_at',
+    ]);
+    assert.equal(ev[0].payload.email, 'e@x.io');
+    assert.equal(ev[0].payload.first_name, 'E');
+    assert.equal(ev[0].contact_id, ev[0].payload.contact_id);
+
+    await post(key, 'upsert', { email: 'e@x.io', first_name: 'E' }); // same value
+    await post(key, 'upsert', { email: 'E@X.io', tags: [] }); // nothing new
+    assert.equal((await events(teamId)).length, 1, 'no event for an unchanged upsert');
+
+    await post(key, 'upsert', { email: 'e@x.io', tags: ['new'] });
+    await post(key, 'upsert', { email: 'e@x.io', first_name: 'F' });
+    ev = await events(teamId);
+    assert.equal(ev.length, 3);
+    assert.equal(ev[2].payload.first_name, 'F');
+    assert.deepEqual(await jobsFor(ev.map((e) => e.id)), ev.map((e) => e.id), 'every event has its processing job');
+  });
+
+  test('bulk upsert emits one event per real change, with few jobs', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const contacts = Array.from({ length: 600 }, (_, i) => ({ email: `b${i}@x.io`, first_name: 'x' }));
+    await post(key, 'bulk-upsert', { contacts });
+    contacts[5].first_name = 'changed';
+    contacts[9].first_name = 'changed';
+    await post(key, 'bulk-upsert', { contacts });
+    const ev = await events(teamId);
+    assert.equal(ev.length, 602);
+    const { rows } = await t.database.pool.query(
+      `SELECT count(*)::int AS n FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id
+       WHERE t.identifier = 'process_events' AND (j.payload::jsonb)->'event_ids' ?| $1::text[]`,
+      [ev.map((e) => e.id)],
+    );
+    assert.ok(rows[0].n <= 3, `600 + 2 events in ${rows[0].n} jobs`);
+  });
+
+  test('unsubscribe emits contact.unsubscribed once, with method and reason', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    await post(key, 'unsubscribe', { email: 'q@x.io', reason: 'spam' });
+    await post(key, 'unsubscribe', { email: 'q@x.io', reason: 'again' });
+    const ev = (await events(teamId)).filter((e) => e.name === 'contact.unsubscribed');
+    assert.equal(ev.length, 1);
+    assert.equal(ev[0].payload.unsubscribe_method, 'api');
+    assert.equal(ev[0].payload.unsubscribe_reason, 'spam');
+    assert.equal(ev[0].payload.email, 'q@x.io');
+  });
+
+  test('a rolled-back change emits nothing and enqueues nothing', async () => {
+    const { teamId } = await makeTeam(t.database.db);
+    const { rows: before } = await t.database.pool.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs');
+    await assert.rejects(
+      t.database.db.transaction().execute(async (tx) => {
+        await upsertContacts(tx, teamId, toPatches([{ email: 'rb@x.io', first_name: 'R' }]));
+        throw new Error('later step failed');
+      }),
+      /later step failed/,
+    );
+    assert.equal((await events(teamId)).length, 0);
+    const { rows: contacts } = await t.database.pool.query('SELECT count(*)::int AS n FROM contacts WHERE team_id = $1', [teamId]);
+    assert.equal(contacts[0].n, 0);
+    const { rows: afterJobs } = await t.database.pool.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs');
+    assert.equal(afterJobs[0].n, before[0].n);
+  });
+
+  test('concurrent upserts of the same new address: one create, no lost fields, no error', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => post(key, 'upsert', { email: 'race@x.io', [`custom_int_${(i % 5) + 1}`]: i + 1 })),
+    );
+    for (const r of results) assert.equal(r.statusCode, 200, r.body);
+    assert.equal(results.filter((r) => r.json().created).length, 1);
+    const row = await t.database.db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).executeTakeFirstOrThrow();
+    for (let f = 1; f <= 5; f++) assert.notEqual((row as Record<string, unknown>)[`custom_int_${f}`], null, `custom_int_${f} kept`);
+  });
+});
