@@ -1,3 +1,180 @@
+// Event-triggered campaigns (interface.md 4.2, 4.3; decisions.md §6): create,
+// list, get, and start/stop of the latest send. Registered at
+// /public/v1/email/campaigns.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { pageMeta, withErrors } from '../http/schemas.ts';
+import {
+  getCampaign,
+  insertEventCampaign,
+  listCampaigns,
+  lockActiveMailAccountIds,
+  lockActiveTemplateIds,
+  transitionLatestSend,
+  type SendStatus,
+} from './queries.ts';
+import {
+  CampaignListResponse,
+  CampaignParams,
+  CampaignResponse,
+  CreateCampaignBody,
+  ListCampaignsQuery,
+  type CampaignValue,
+} from './schemas.ts';
+import { buildSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
 
-export const campaignsRoutes: FastifyPluginAsyncTypebox = async (_app) => {};
+const TAGS = ['campaigns'];
+
+// Path ids are checked here, not by the schema: a malformed id names no
+// campaign, so it is a 404 like an unknown one (never a 422, never a SQL error).
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function pushDuplicates(ids: string[], field: string, details: ErrorDetail[]): void {
+  const first = new Map<string, number>();
+  ids.forEach((id, i) => {
+    const j = first.get(id);
+    if (j === undefined) first.set(id, i);
+    else details.push({ field: `${field}[${i}]`, message: `repeats ${field}[${j}] (${id})` });
+  });
+}
+
+const TRANSITIONS = {
+  start: { from: 'paused', to: 'active', verb: 'started' },
+  stop: { from: 'active', to: 'paused', verb: 'stopped' },
+} as const satisfies Record<string, { from: SendStatus; to: SendStatus; verb: string }>;
+
+export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { db } = app.deps;
+
+  app.post(
+    '/',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Create an event-triggered campaign',
+        description:
+          'Creates the campaign and its first send (status `active`) in one transaction. ' +
+          '`template_ids` must name active templates and `mail_account_ids` active mail accounts of this team; ' +
+          'otherwise 422 names each bad id. Events may use the dotted or the underscore spelling; the dotted form is stored.',
+        body: CreateCampaignBody,
+        response: withErrors({ 201: CampaignResponse }),
+      },
+    },
+    async (request, reply) => {
+      const teamId = request.auth!.teamId;
+      const body = request.body;
+      const details: ErrorDetail[] = [];
+
+      const name = body.name.trim();
+      if (!name) details.push({ field: 'name', message: 'must not be blank' });
+      for (const field of ['from_name', 'reply_to_name'] as const) {
+        if (/[\r\n]/.test(body[field] ?? '')) details.push({ field, message: 'must not contain line breaks' });
+      }
+      // The schema refuses exact repeats; these catch the same id in two spellings.
+      const templateIds = body.template_ids.map(canonicalUuid);
+      const mailAccountIds = body.mail_account_ids.map(canonicalUuid);
+      pushDuplicates(templateIds, 'template_ids', details);
+      pushDuplicates(mailAccountIds, 'mail_account_ids', details);
+      const events = normalizeEvents(body.events);
+
+      const campaign = await db.transaction().execute(async (trx) => {
+        const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
+        const accounts = await lockActiveMailAccountIds(trx, teamId, mailAccountIds);
+        templateIds.forEach((id, i) => {
+          if (!templates.has(id)) details.push({ field: `template_ids[${i}]`, message: `no active template ${id} in this team` });
+        });
+        mailAccountIds.forEach((id, i) => {
+          if (!accounts.has(id)) details.push({ field: `mail_account_ids[${i}]`, message: `no active mail account ${id} in this team` });
+        });
+        if (details.length > 0) throw validationFailed(details, 'invalid campaign');
+
+        const sendData = buildSendData({ templateIds, mailAccountIds, events, input: body });
+        const id = await insertEventCampaign(trx, { teamId, name, events, sendData });
+        return (await getCampaign(trx, teamId, id))!;
+      });
+      reply.code(201);
+      return { ok: true as const, campaign };
+    },
+  );
+
+  app.get(
+    '/',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'List campaigns',
+        description: "The team's campaigns, newest first, each with its sends (newest first).",
+        querystring: ListCampaignsQuery,
+        response: withErrors({ 200: CampaignListResponse }),
+      },
+    },
+    async (request) => {
+      const page = request.query.page ?? 1;
+      const perPage = request.query.per_page ?? 15;
+      const search = request.query.search;
+      const { campaigns, total } = await listCampaigns(db, request.auth!.teamId, { search, page, perPage });
+      return { ok: true as const, campaigns, meta: pageMeta(page, perPage, total) };
+    },
+  );
+
+  app.get(
+    '/:id',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Get a campaign',
+        params: CampaignParams,
+        response: withErrors({ 200: CampaignResponse }, [404]),
+      },
+    },
+    async (request) => {
+      const campaign = UUID_RE.test(request.params.id) ? await getCampaign(db, request.auth!.teamId, request.params.id) : undefined;
+      if (!campaign) throw notFound('campaign');
+      return { ok: true as const, campaign };
+    },
+  );
+
+  for (const action of ['start', 'stop'] as const) {
+    const { from, to, verb } = TRANSITIONS[action];
+    app.post(
+      `/:id/${action}`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: action === 'start' ? 'Start (resume) a campaign' : 'Stop (pause) a campaign',
+          description:
+            `Moves the campaign's latest send from \`${from}\` to \`${to}\`. ` +
+            `A send that is already \`${to}\` is left as it is (200). A \`completed\` or \`failed\` send is 409.`,
+          params: CampaignParams,
+          response: withErrors({ 200: CampaignResponse }, [404, 409]),
+        },
+      },
+      async (request) => {
+        const teamId = request.auth!.teamId;
+        const id = request.params.id;
+        if (!UUID_RE.test(id)) throw notFound('campaign');
+        await transition(teamId, id, from, to, verb);
+        const campaign = await getCampaign(db, teamId, id);
+        if (!campaign) throw notFound('campaign');
+        return { ok: true as const, campaign };
+      },
+    );
+  }
+
+  async function transition(teamId: string, id: string, from: SendStatus, to: SendStatus, verb: string): Promise<void> {
+    // A retry is needed only when another request changed the send between our
+    // snapshot and our row lock; the second read sees its result.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const result = await transitionLatestSend(db, teamId, id, from, to);
+      if (result.kind === 'changed') return;
+      if (result.kind === 'no_send') {
+        const campaign: CampaignValue | undefined = await getCampaign(db, teamId, id);
+        if (!campaign) throw notFound('campaign');
+        throw new AppError('CONFLICT', `campaign has no send to be ${verb}`);
+      }
+      if (result.status === to) return;
+      if (result.status !== from) throw new AppError('CONFLICT', `campaign send is ${result.status}; it cannot be ${verb}`);
+    }
+    throw new AppError('CONFLICT', 'campaign status changed concurrently; retry the request');
+  }
+};

@@ -1,0 +1,177 @@
+// Campaign SQL, one function per operation. Every statement is scoped by team.
+// Campaigns are always read through one projection (campaignRows) that formats
+// timestamps in SQL, so a campaign renders identically from create, get, list,
+// start and stop.
+import { sql, type RawBuilder, type Transaction } from 'kysely';
+import type { Db } from '../db/pool.ts';
+import type { Database } from '../db/schema.ts';
+import type { CampaignValue, SendDataValue, TriggerEvent } from './schemas.ts';
+
+type Executor = Db | Transaction<Database>;
+
+/** ISO 8601 UTC with milliseconds, as Date.toISOString() renders it (decisions.md §3). */
+const iso = (column: RawBuilder<unknown>) => sql<string>`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+// Sends are aggregated per campaign in a LATERAL subquery: a page of campaigns
+// with all their sends is one statement, not one per campaign.
+function campaignRows(where: RawBuilder<unknown>, tail: RawBuilder<unknown> = sql``) {
+  return sql<CampaignValue>`
+    SELECT c.id, c.team_id, c.name, c.delivery_type, c.campaign_type, c.meta, c.draft_data,
+           ${iso(sql`c.created_at`)} AS created_at, ${iso(sql`c.updated_at`)} AS updated_at,
+           sends.campaign_sends
+      FROM campaigns c
+     CROSS JOIN LATERAL (
+       SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'id', s.id,
+                'campaign_id', s.campaign_id,
+                'campaign_type', s.campaign_type,
+                'status', s.status,
+                'next_send_at', ${iso(sql`s.next_send_at`)},
+                'next_send_countdown', s.next_send_countdown,
+                'send_data', s.send_data,
+                'send_progress', s.send_progress,
+                'created_at', ${iso(sql`s.created_at`)},
+                'updated_at', ${iso(sql`s.updated_at`)}
+              ) ORDER BY s.created_at DESC, s.id DESC), '[]'::jsonb) AS campaign_sends
+         FROM campaign_sends s
+        WHERE s.campaign_id = c.id AND s.team_id = c.team_id
+     ) sends
+     WHERE ${where}
+     ${tail}`;
+}
+
+export async function getCampaign(db: Executor, teamId: string, id: string): Promise<CampaignValue | undefined> {
+  const { rows } = await campaignRows(sql`c.team_id = ${teamId} AND c.id = ${id}`).execute(db);
+  return rows[0];
+}
+
+/** `50%_off\` → `50\%\_off\\`: the term matches literally inside ILIKE. */
+export function escapeLike(term: string): string {
+  return term.replace(/[\\%_]/g, '\\$&');
+}
+
+export async function listCampaigns(
+  db: Db,
+  teamId: string,
+  opts: { search?: string; page: number; perPage: number },
+): Promise<{ campaigns: CampaignValue[]; total: number }> {
+  const where = opts.search
+    ? sql`c.team_id = ${teamId} AND c.name ILIKE ${`%${escapeLike(opts.search)}%`} ESCAPE '\\'`
+    : sql`c.team_id = ${teamId}`;
+  const offset = (opts.page - 1) * opts.perPage;
+  const [count, page] = await Promise.all([
+    sql<{ n: number }>`SELECT count(*) AS n FROM campaigns c WHERE ${where}`.execute(db),
+    campaignRows(where, sql`ORDER BY c.created_at DESC, c.id DESC LIMIT ${opts.perPage} OFFSET ${offset}`).execute(db),
+  ]);
+  return { campaigns: page.rows, total: Number(count.rows[0].n) };
+}
+
+/**
+ * The ids among `ids` that are active templates of the team. FOR SHARE: a
+ * template cannot be archived or deleted between this check and the commit of
+ * the campaign that uses it.
+ */
+export async function lockActiveTemplateIds(trx: Transaction<Database>, teamId: string, ids: string[]): Promise<Set<string>> {
+  const rows = await trx
+    .selectFrom('templates')
+    .select('id')
+    .where('team_id', '=', teamId)
+    .where('status', '=', 'active')
+    .where('id', 'in', ids)
+    .forShare()
+    .execute();
+  return new Set(rows.map((r) => r.id));
+}
+
+/** As lockActiveTemplateIds, for mail accounts. */
+export async function lockActiveMailAccountIds(trx: Transaction<Database>, teamId: string, ids: string[]): Promise<Set<string>> {
+  const rows = await trx
+    .selectFrom('mail_accounts')
+    .select('id')
+    .where('team_id', '=', teamId)
+    .where('status', '=', 'active')
+    .where('id', 'in', ids)
+    .forShare()
+    .execute();
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Inserts an event-triggered campaign and its first send (status active); returns the campaign id. */
+export async function insertEventCampaign(
+  trx: Transaction<Database>,
+  c: { teamId: string; name: string; events: TriggerEvent[]; sendData: SendDataValue },
+): Promise<string> {
+  // jsonb values go as JSON text: pg would send a JS array as a PostgreSQL array.
+  const sendData = JSON.stringify(c.sendData);
+  const campaign = await trx
+    .insertInto('campaigns')
+    .values({
+      team_id: c.teamId,
+      name: c.name,
+      delivery_type: 'event',
+      campaign_type: 'event_triggered',
+      meta: '[]',
+      draft_data: JSON.stringify({ last_sent_at: null, send_data: c.sendData }),
+      trigger_events: c.events,
+    })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await trx
+    .insertInto('campaign_sends')
+    .values({
+      team_id: c.teamId,
+      campaign_id: campaign.id,
+      campaign_type: 'event_triggered',
+      status: 'active',
+      next_send_at: null,
+      send_data: sendData,
+    })
+    .execute();
+  return campaign.id;
+}
+
+export type SendStatus = 'active' | 'paused' | 'completed' | 'failed';
+
+export type TransitionResult =
+  | { kind: 'changed' }
+  | { kind: 'unchanged'; status: SendStatus }
+  | { kind: 'no_send' };
+
+/**
+ * Moves the campaign's latest send from `from` to `to` in one statement. The
+ * status condition is re-checked on the locked row (READ COMMITTED re-evaluates
+ * the WHERE on the newest version), so of two racing calls exactly one changes
+ * it. The status seen is returned so the caller can tell a no-op from a conflict.
+ */
+export async function transitionLatestSend(
+  db: Db,
+  teamId: string,
+  campaignId: string,
+  from: SendStatus,
+  to: SendStatus,
+): Promise<TransitionResult> {
+  const { rows } = await sql<{ seen: SendStatus; changed: boolean }>`
+    WITH latest AS (
+      SELECT s.id, s.status
+        FROM campaign_sends s
+       WHERE s.campaign_id = ${campaignId} AND s.team_id = ${teamId}
+       ORDER BY s.created_at DESC, s.id DESC
+       LIMIT 1
+    ), changed AS (
+      UPDATE campaign_sends s
+         SET status = ${to}, updated_at = now()
+        FROM latest
+       WHERE s.id = latest.id AND s.status = ${from}
+      RETURNING s.campaign_id
+    ), touched AS (
+      -- Unreferenced, yet run: data-modifying CTEs always execute to completion.
+      UPDATE campaigns c SET updated_at = now()
+        FROM changed
+       WHERE c.id = changed.campaign_id AND c.team_id = ${teamId}
+      RETURNING c.id
+    )
+    SELECT latest.status AS seen, EXISTS (SELECT 1 FROM changed) AS changed FROM latest`.execute(db);
+  const row = rows[0];
+  if (!row) return { kind: 'no_send' };
+  return row.changed ? { kind: 'changed' } : { kind: 'unchanged', status: row.seen };
+}

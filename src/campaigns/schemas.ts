@@ -1,0 +1,169 @@
+// Request and response schemas of the campaign routes (interface.md 2.2-2.4, 4.2,
+// 4.3; decisions.md §6). Response schemas declare every field: the serializer
+// drops what a schema does not name.
+import { Type, type Static } from 'typebox';
+import { DateTime, PageMeta, pageQuery } from '../http/schemas.ts';
+
+/** Both spellings are accepted (decisions.md §6); the dotted one is stored and returned. */
+export const TRIGGER_EVENT_INPUTS = ['contact.saved', 'lead.created', 'sale.created', 'contact_saved', 'lead_created', 'sale_created'] as const;
+export const TRIGGER_EVENTS = ['contact.saved', 'lead.created', 'sale.created'] as const;
+export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];
+
+export const MAX_IDS = 50;
+export const MAX_COOLDOWN_SECONDS = 31_536_000; // one year
+export const MAX_DAILY_CAP = 1_000;
+export const MAX_SEGMENT_RULES = 100;
+
+const IdList = (what: string) =>
+  Type.Array(Type.String({ format: 'uuid' }), {
+    minItems: 1,
+    maxItems: MAX_IDS,
+    uniqueItems: true,
+    description: `Ids of ${what} of this team (1 to ${MAX_IDS}, no repeats)`,
+  });
+
+const HeaderText = (description: string) => Type.String({ maxLength: 255, description });
+
+export const CreateCampaignBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 255 }),
+    template_ids: IdList('active templates, used in rotation'),
+    mail_account_ids: IdList('active mail accounts used for sending'),
+    events: Type.Array(Type.Enum([...TRIGGER_EVENT_INPUTS]), {
+      minItems: 1,
+      maxItems: MAX_IDS,
+      description: 'Trigger events; the underscore spellings mean the same as the dotted ones, repeats are merged',
+    }),
+    // Extensions (docs/decisions.md, Campaigns): every field of send_data a client may set.
+    from_name: Type.Optional(HeaderText('Sender display name (default: empty)')),
+    reply_to_name: Type.Optional(HeaderText('Reply-To display name (default: empty)')),
+    reply_to_email: Type.Optional(Type.String({ format: 'email', maxLength: 254, description: 'Reply-To address' })),
+    open_tracking: Type.Optional(Type.Boolean({ default: true })),
+    click_tracking: Type.Optional(Type.Boolean({ default: true })),
+    event_triggered_send: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean({ default: true })),
+          contact_cooldown_interval: Type.Optional(
+            Type.Integer({
+              minimum: 0,
+              maximum: MAX_COOLDOWN_SECONDS,
+              default: 3600,
+              description: 'Seconds between two e-mails of this campaign to one contact',
+            }),
+          ),
+          contact_daily_email_cap: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: MAX_DAILY_CAP,
+              default: 3,
+              description: 'E-mails of this campaign to one contact per UTC day',
+            }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    segment_query: Type.Optional(
+      Type.Object(
+        { rules: Type.Array(Type.Unknown(), { maxItems: MAX_SEGMENT_RULES, description: 'Stored as given' }) },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type CreateCampaignInput = Static<typeof CreateCampaignBody>;
+
+/** Path parameter: any string, so a malformed id is a 404 like an unknown one, never a 422. */
+export const CampaignParams = Type.Object({ id: Type.String({ description: 'Campaign id (UUID)' }) });
+
+export const ListCampaignsQuery = pageQuery(15, {
+  search: Type.Optional(Type.String({ maxLength: 255, description: 'Case-insensitive substring of the campaign name' })),
+});
+
+const NullableDateTime = Type.Union([DateTime, Type.Null()]);
+
+export const SendData = Type.Object({
+  template_ids: Type.Array(Type.String()),
+  mail_account_ids: Type.Array(Type.String()),
+  from_name: Type.String(),
+  reply_to_name: Type.String(),
+  reply_to_email: Type.String(),
+  broadcast_send: Type.Object({
+    send_amount: Type.Integer(),
+    scheduled_send_time: NullableDateTime,
+  }),
+  automation_send: Type.Object({
+    send_amount: Type.Integer(),
+    iteration_send_amount: Type.Integer(),
+    min_delivery_rate: Type.Integer(),
+    send_interval: Type.Integer(),
+    scheduled_send_time: NullableDateTime,
+    is_incremental_send: Type.Boolean(),
+    max_iterations: Type.Integer(),
+    max_iteration_send_amount: Type.Integer(),
+  }),
+  event_triggered_send: Type.Object({
+    events: Type.Array(Type.String()),
+    contact_cooldown_interval: Type.Integer(),
+    contact_daily_email_cap: Type.Integer(),
+    enabled: Type.Boolean(),
+  }),
+  segment_query: Type.Object({ rules: Type.Array(Type.Unknown()) }),
+  open_tracking: Type.Boolean(),
+  click_tracking: Type.Boolean(),
+  verification_data: Type.Object({
+    acceptable_statuses: Type.Array(Type.String()),
+    active: Type.Boolean(),
+    max_budget: Type.Integer(),
+    age_threshold: Type.Integer(),
+  }),
+  contact_cache_level: Type.String(),
+  user_platform_role: Type.String(),
+});
+export type SendDataValue = Static<typeof SendData>;
+
+export const CampaignSend = Type.Object({
+  id: Type.String(),
+  campaign_id: Type.String(),
+  campaign_type: Type.String(),
+  status: Type.String({ description: 'active, paused, completed or failed' }),
+  next_send_at: NullableDateTime,
+  next_send_countdown: Type.Object({ total: Type.Integer(), remaining: Type.Integer() }),
+  send_data: SendData,
+  send_progress: Type.Object({
+    total_sent: Type.Integer(),
+    total_bounced: Type.Integer(),
+    delivery_rate: Type.Number(),
+    current_iteration: Type.Integer(),
+    reason: Type.String(),
+  }),
+  created_at: DateTime,
+  updated_at: DateTime,
+});
+
+export const Campaign = Type.Object({
+  id: Type.String(),
+  team_id: Type.String(),
+  name: Type.String(),
+  delivery_type: Type.String({ description: '`event` for event-triggered campaigns' }),
+  campaign_type: Type.String({ description: '`event_triggered` (`broadcast` and `automation` reserved)' }),
+  meta: Type.Array(Type.Unknown()),
+  created_at: DateTime,
+  updated_at: DateTime,
+  draft_data: Type.Object({
+    last_sent_at: NullableDateTime,
+    send_data: SendData,
+  }),
+  campaign_sends: Type.Array(CampaignSend, { description: 'Newest first' }),
+});
+export type CampaignValue = Static<typeof Campaign>;
+
+export const CampaignResponse = Type.Object({ ok: Type.Literal(true), campaign: Campaign });
+
+export const CampaignListResponse = Type.Object({
+  ok: Type.Literal(true),
+  campaigns: Type.Array(Campaign),
+  meta: PageMeta,
+});

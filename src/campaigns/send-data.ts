@@ -1,0 +1,66 @@
+// The full send_data object (interface.md 2.3) of an event-triggered campaign,
+// every field filled: what the client gave, else the defaults of decisions.md §6
+// and docs/decisions.md (Campaigns). Broadcast, automation and verification
+// settings do not apply to event-triggered sends; they are present, zeroed, so
+// the object has one shape for every campaign type.
+import type { CreateCampaignInput, SendDataValue, TriggerEvent } from './schemas.ts';
+
+export const DEFAULT_COOLDOWN_SECONDS = 3600;
+export const DEFAULT_DAILY_CAP = 3;
+
+/** `contact_saved` → `contact.saved`; the schema has already refused anything else. */
+export function normalizeEvent(name: string): TriggerEvent {
+  return name.replace('_', '.') as TriggerEvent;
+}
+
+/** Dotted, de-duplicated, in the order first given. */
+export function normalizeEvents(names: readonly string[]): TriggerEvent[] {
+  return [...new Set(names.map(normalizeEvent))];
+}
+
+/** RFC 4122 allows `urn:uuid:` and upper case; we store the canonical lower-case form. */
+export function canonicalUuid(id: string): string {
+  return id.replace(/^urn:uuid:/i, '').toLowerCase();
+}
+
+export type NormalizedCampaignInput = {
+  templateIds: string[];
+  mailAccountIds: string[];
+  events: TriggerEvent[];
+  input: CreateCampaignInput;
+};
+
+export function buildSendData(c: NormalizedCampaignInput): SendDataValue {
+  const { input } = c;
+  const ets = input.event_triggered_send ?? {};
+  return {
+    template_ids: c.templateIds,
+    mail_account_ids: c.mailAccountIds,
+    from_name: input.from_name ?? '',
+    reply_to_name: input.reply_to_name ?? '',
+    reply_to_email: input.reply_to_email?.toLowerCase() ?? '',
+    broadcast_send: { send_amount: 0, scheduled_send_time: null },
+    automation_send: {
+      send_amount: 0,
+      iteration_send_amount: 0,
+      min_delivery_rate: 0,
+      send_interval: 0,
+      scheduled_send_time: null,
+      is_incremental_send: false,
+      max_iterations: 0,
+      max_iteration_send_amount: 0,
+    },
+    event_triggered_send: {
+      events: c.events,
+      contact_cooldown_interval: ets.contact_cooldown_interval ?? DEFAULT_COOLDOWN_SECONDS,
+      contact_daily_email_cap: ets.contact_daily_email_cap ?? DEFAULT_DAILY_CAP,
+      enabled: ets.enabled ?? true,
+    },
+    segment_query: { rules: input.segment_query?.rules ?? [] },
+    open_tracking: input.open_tracking ?? true,
+    click_tracking: input.click_tracking ?? true,
+    verification_data: { acceptable_statuses: [], active: false, max_budget: 0, age_threshold: 0 },
+    contact_cache_level: 'none',
+    user_platform_role: 'api',
+  };
+}
