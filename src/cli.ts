@@ -3,6 +3,9 @@
 // instance when `npm start` is up, else one started for the command).
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, loadConfig } from './config.ts';
+import { AppError } from './http/errors.ts';
+import { createMailAccount } from './mail/accounts.ts';
+import type { MailSecurity } from './mail/transport.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase, type Database } from './db/open.ts';
 import { createApiKey, createTeam, listApiKeys, revokeApiKey, teamExists } from './teams/queries.ts';
@@ -37,9 +40,66 @@ function print(json: boolean, object: unknown, text: string): void {
   process.stdout.write(json ? JSON.stringify(object) + '\n' : text + '\n');
 }
 
+/**
+ * `smtps://user:pass@host[:port]` is implicit TLS (default port 465).
+ * `smtp://…` defaults to STARTTLS (port 587): credentials never cross the network
+ * in clear unless `--security none` says so (a local relay, a test sink).
+ * User and password are URL-decoded.
+ */
+export function parseSmtpUrl(raw: string, security?: string): {
+  host: string; port: number; security: MailSecurity; username?: string; password?: string;
+} {
+  const usage = '--smtp-url must look like smtp://user:password@host:port or smtps://user:password@host:port';
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new CliError(usage);
+  }
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new CliError(`${usage} (got ${url.protocol}//)`);
+  if (!url.hostname) throw new CliError(`${usage} (no host)`);
+  if ((url.pathname && url.pathname !== '/') || url.search || url.hash) throw new CliError(`${usage} (no path, query or fragment)`);
+  if (security !== undefined && !['tls', 'starttls', 'none'].includes(security)) {
+    throw new CliError(`--security must be tls, starttls or none, got "${security}"`);
+  }
+  const implicitTls = url.protocol === 'smtps:';
+  if (implicitTls && security !== undefined && security !== 'tls') {
+    throw new CliError(`--security ${security} contradicts smtps:// (implicit TLS); use smtp:// for starttls or none`);
+  }
+  if (!implicitTls && security === 'tls') throw new CliError('--security tls means implicit TLS: use an smtps:// URL');
+  const decode = (part: string, what: string) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw new CliError(`--smtp-url: the ${what} is not valid URL encoding`);
+    }
+  };
+  const username = url.username ? decode(url.username, 'user') : undefined;
+  const password = url.password ? decode(url.password, 'password') : undefined;
+  return {
+    host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: url.port ? Number(url.port) : implicitTls ? 465 : 587,
+    security: implicitTls ? 'tls' : ((security as MailSecurity | undefined) ?? 'starttls'),
+    ...(username !== undefined ? { username } : {}),
+    ...(password !== undefined ? { password } : {}),
+  };
+}
+
+function positiveInt(value: string, what: string): number {
+  if (!/^\d+$/.test(value.trim())) throw new CliError(`${what} must be a whole number, got "${value}"`);
+  return Number(value.trim());
+}
+
 async function requireTeam(database: Database, teamId: string): Promise<void> {
   if (!(await teamExists(database.db, teamId))) throw new CliError(`no team with id ${teamId}`);
 }
+
+// Validation details name API fields; say which option to fix instead.
+const CLI_FIELDS: Record<string, string> = {
+  host: '--smtp-url host', port: '--smtp-url port', username: '--smtp-url user', password: '--smtp-url password',
+  security: '--security', from_email: '--from-email', from_name: '--from-name', daily_limit: '--daily-limit', verify: '--verify:',
+};
+const cliField = (field: string) => CLI_FIELDS[field] ?? field;
 
 export function buildCli(): Command {
   const program = new Command('plover').description('Plover admin CLI').exitOverride();
@@ -113,6 +173,49 @@ export function buildCli(): Command {
       if (!revoked) throw new CliError(`no live key with id ${id}`);
       print(!!opts.json, { key_id: id, revoked: true }, `key ${id} revoked`);
     });
+
+  const mailAccount = program.command('mail-account').description('SMTP accounts of a team');
+  mailAccount
+    .command('create')
+    .description('add an SMTP account to a team (the password is stored encrypted)')
+    .requiredOption('--team <id>', 'team id')
+    .requiredOption('--smtp-url <url>', 'smtp://user:password@host:port (STARTTLS, port 587) or smtps://… (implicit TLS, port 465)')
+    .requiredOption('--from-email <address>', 'sender address')
+    .option('--from-name <name>', 'sender name')
+    .option('--daily-limit <n>', 'e-mails per UTC day (default 500)')
+    .option('--security <mode>', 'tls, starttls or none (default: tls for smtps://, starttls for smtp://)')
+    .option('--verify', 'log in to the server before saving; nothing is saved if that fails')
+    .addOption(json())
+    .action(
+      async (opts: {
+        team: string; smtpUrl: string; fromEmail: string; fromName?: string; dailyLimit?: string;
+        security?: string; verify?: boolean; json?: boolean;
+      }) => {
+        const teamId = uuid(opts.team, '--team');
+        const smtp = parseSmtpUrl(opts.smtpUrl, opts.security);
+        const input = {
+          ...smtp,
+          from_email: opts.fromEmail.trim(),
+          ...(opts.fromName !== undefined ? { from_name: opts.fromName } : {}),
+          ...(opts.dailyLimit !== undefined ? { daily_limit: positiveInt(opts.dailyLimit, '--daily-limit') } : {}),
+          verify: !!opts.verify,
+        };
+        const account = await withDatabase(async (database) => {
+          await requireTeam(database, teamId);
+          try {
+            return await createMailAccount(database.db, database.appSecret, teamId, input);
+          } catch (err) {
+            if (!(err instanceof AppError)) throw err;
+            throw new CliError(`${err.message}: ${(err.details ?? []).map((d) => `${cliField(d.field)} ${d.message}`).join('; ')}`);
+          }
+        });
+        print(
+          !!opts.json,
+          { mail_account_id: account.id },
+          `mail account ${account.id} created: ${account.security} ${account.host}:${account.port}, from ${account.from_email}`,
+        );
+      },
+    );
 
   program
     .command('migrate')

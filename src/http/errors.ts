@@ -116,6 +116,16 @@ export function toErrorResponse(err: unknown): { status: number; body: ReturnTyp
   }
   if (e?.statusCode === 413) return { status: 413, body: errorBody('PAYLOAD_TOO_LARGE', 'request body is too large') };
   if (e?.statusCode === 415) return { status: 415, body: errorBody('UNSUPPORTED_MEDIA_TYPE', 'unsupported Content-Type') };
+  // PostgreSQL text and jsonb cannot hold U+0000 (22P05) nor invalid encodings
+  // (22021): a client's string, so a 422, never a 500. The write rolled back.
+  if (e?.code === '22P05' || e?.code === '22021') {
+    return {
+      status: 422,
+      body: errorBody('VALIDATION_FAILED', 'a text value contains a character that cannot be stored', [
+        { field: '(body)', message: 'must not contain the NUL character (\\u0000)' },
+      ]),
+    };
+  }
   if (isDatabaseUnavailable(e)) {
     return { status: 503, body: errorBody('SERVICE_UNAVAILABLE', 'the database is unavailable; retry shortly') };
   }

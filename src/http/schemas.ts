@@ -80,7 +80,8 @@ export const PageMeta = Type.Object({
 export function pageQuery<E extends Record<string, TSchema>>(defaultPerPage: number, extra: E = {} as E) {
   return Type.Object(
     {
-      page: Type.Optional(Type.Integer({ minimum: 1, default: 1 })),
+      // The upper bound keeps OFFSET within what PostgreSQL accepts (page=1e20 was a 500).
+      page: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 })),
       per_page: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: defaultPerPage })),
       ...extra,
     },

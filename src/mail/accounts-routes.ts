@@ -1,3 +1,90 @@
+// Mail accounts API (decisions.md §9): create, list, get. No response carries
+// the password or its ciphertext.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import { notFound } from '../http/errors.ts';
+import { PageMeta, pageMeta, pageQuery, withErrors } from '../http/schemas.ts';
+import { createMailAccount, findMailAccount, listMailAccounts, MailAccount, MailAccountBody, toMailAccount } from './accounts.ts';
 
-export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (_app) => {};
+// ajv's `uuid` format also takes a `urn:uuid:` prefix, which PostgreSQL refuses.
+const IdParams = Type.Object({
+  id: Type.String({ format: 'uuid', pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }),
+});
+const ListQuery = pageQuery(20, {});
+const MailAccountResponse = Type.Object({ ok: Type.Literal(true), mail_account: MailAccount });
+const MailAccountListResponse = Type.Object({ ok: Type.Literal(true), mail_accounts: Type.Array(MailAccount), meta: PageMeta });
+
+/** A malformed id names no account of this team: 404, like any unknown id. */
+function rejectInvalidId(request: FastifyRequest): void {
+  const err = request.validationError;
+  if (!err) return;
+  if ((err as { validationContext?: string }).validationContext === 'params') throw notFound('mail account');
+  throw err;
+}
+
+function appSecret(secret: string | undefined): string {
+  // main.ts always supplies one (APP_SECRET, or the embedded database's own).
+  if (!secret) throw new Error('APP_SECRET is not configured');
+  return secret;
+}
+
+export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.post(
+    '',
+    {
+      schema: {
+        tags: ['mail accounts'],
+        summary: 'Create a mail account',
+        description:
+          'Saves SMTP credentials for the team; the password is encrypted at rest and never returned. With `verify: true` the ' +
+          'SMTP login is checked first (up to ~10 s per connection phase); a failed login is 422 with a `verify` detail and nothing is saved.',
+        body: MailAccountBody,
+        response: withErrors({ 201: MailAccountResponse }),
+      },
+    },
+    async (request, reply) => {
+      const row = await createMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.body);
+      return reply.code(201).send({ ok: true as const, mail_account: toMailAccount(row) });
+    },
+  );
+
+  app.get(
+    '',
+    {
+      schema: {
+        tags: ['mail accounts'],
+        summary: 'List mail accounts',
+        description: "The team's mail accounts, newest first, without secrets.",
+        querystring: ListQuery,
+        response: withErrors({ 200: MailAccountListResponse }),
+      },
+    },
+    async (request) => {
+      const page = request.query.page ?? 1;
+      const perPage = request.query.per_page ?? 20;
+      const { rows, total } = await listMailAccounts(app.deps.db, request.auth!.teamId, { page, perPage });
+      return { ok: true as const, mail_accounts: rows.map(toMailAccount), meta: pageMeta(page, perPage, total) };
+    },
+  );
+
+  app.get(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['mail accounts'],
+        summary: 'Get a mail account',
+        description: 'One mail account of the team, without secrets.',
+        params: IdParams,
+        response: withErrors({ 200: MailAccountResponse }, [404]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request);
+      const row = await findMailAccount(app.deps.db, request.auth!.teamId, request.params.id);
+      if (!row) throw notFound('mail account');
+      return { ok: true as const, mail_account: toMailAccount(row) };
+    },
+  );
+};

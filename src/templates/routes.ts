@@ -1,3 +1,177 @@
+// Templates API (interface.md 4.5; decisions.md §5): create, list, get, delete.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { Ok, pageMeta, withErrors } from '../http/schemas.ts';
+import { deleteTemplate, findTemplate, insertTemplate, listTemplates, type TemplateRow } from './queries.ts';
+import { checkLiquidSyntax, deriveAltContent } from './render.ts';
+import {
+  CreateTemplateBody,
+  ListTemplatesQuery,
+  TemplateIdParams,
+  TemplateListResponse,
+  TemplateResponse,
+} from './schemas.ts';
 
-export const templatesRoutes: FastifyPluginAsyncTypebox = async (_app) => {};
+/** PostgreSQL text cannot hold U+0000; JSON can. Refused as a 422 instead of failing in the database (a 500). */
+function nulCharacters(fields: Record<string, string | undefined>): ErrorDetail[] {
+  return Object.entries(fields)
+    .filter(([, value]) => value !== undefined && value.includes('\u0000'))
+    .map(([field]) => ({ field, message: 'must not contain NUL (U+0000) characters' }));
+}
+
+function toListItem(row: TemplateRow) {
+  return {
+    id: row.id,
+    team_id: row.team_id,
+    name: row.name,
+    subject: row.subject,
+    content_type: row.content_type,
+    scope: row.scope,
+    status: row.status,
+    meta: { json_schema: row.meta?.json_schema ?? '', tags: row.meta?.tags ?? [] },
+    ...(row.content !== undefined ? { content: row.content, alt_content: row.alt_content ?? '' } : {}),
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+function toTemplate(row: Required<TemplateRow>) {
+  return { ...toListItem(row), content: row.content, alt_content: row.alt_content };
+}
+
+/**
+ * The id routes validate their parameter with attachValidation: an id that is
+ * not a UUID names no template of this team, so it is a 404 like any other
+ * unknown id (not a 422, and never a database error).
+ */
+function rejectInvalidId(request: FastifyRequest): void {
+  const err = request.validationError;
+  if (!err) return;
+  if ((err as { validationContext?: string }).validationContext === 'params') throw notFound('template');
+  throw err;
+}
+
+export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.post(
+    '',
+    {
+      schema: {
+        tags: ['templates'],
+        summary: 'Create a template',
+        description:
+          'Creates a private HTML template. `content`, `subject` and `alt_content` are Liquid templates, checked at create time ' +
+          '(a syntax error is 422 with its line). `alt_content` is derived from `content` when absent.',
+        body: CreateTemplateBody,
+        response: withErrors({ 201: TemplateResponse }),
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
+      const details: ErrorDetail[] = nulCharacters({
+        name: body.name,
+        content: body.content,
+        subject: body.subject,
+        alt_content: body.alt_content,
+        'meta.json_schema': body.meta?.json_schema,
+        ...Object.fromEntries((body.meta?.tags ?? []).map((tag, i) => [`meta.tags[${i}]`, tag])),
+      });
+      if (body.name.trim() === '') details.push({ field: 'name', message: 'must not be blank' });
+      if (body.subject !== undefined && /[\r\n]/.test(body.subject)) details.push({ field: 'subject', message: 'must be one line' });
+      details.push(...checkLiquidSyntax({ content: body.content, subject: body.subject, alt_content: body.alt_content }));
+      if (details.length) throw validationFailed(details);
+
+      let altContent = body.alt_content;
+      if (altContent === undefined) {
+        altContent = deriveAltContent(body.content);
+        const derived = checkLiquidSyntax({ alt_content: altContent });
+        if (derived.length) {
+          throw validationFailed(
+            derived.map((d) => ({ field: 'alt_content', message: `derived from content: ${d.message}; send alt_content explicitly` })),
+          );
+        }
+      }
+
+      const row = await insertTemplate(app.deps.db, request.auth!.teamId, {
+        name: body.name.trim(),
+        subject: body.subject ?? null,
+        content: body.content,
+        alt_content: altContent,
+        meta: { json_schema: body.meta?.json_schema ?? '', tags: body.meta?.tags ?? [] },
+      });
+      return reply.code(201).send({ ok: true as const, template: toTemplate(row) });
+    },
+  );
+
+  app.get(
+    '',
+    {
+      schema: {
+        tags: ['templates'],
+        summary: 'List templates',
+        description:
+          "The team's active templates, newest first. `content` and `alt_content` only with `include[]=content`.",
+        querystring: ListTemplatesQuery,
+        response: withErrors({ 200: TemplateListResponse }),
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const page = q.page ?? 1;
+      const perPage = q.per_page ?? 20;
+      const include = [...(q['include[]'] ?? []), ...(q.include ?? [])];
+      const bad = nulCharacters({ search: q.search });
+      if (bad.length) throw validationFailed(bad, 'invalid querystring');
+      const { rows, total } = await listTemplates(app.deps.db, request.auth!.teamId, {
+        page,
+        perPage,
+        search: q.search || undefined,
+        withContent: include.includes('content'),
+      });
+      return { ok: true as const, templates: { data: rows.map(toListItem) }, meta: pageMeta(page, perPage, total) };
+    },
+  );
+
+  app.get(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['templates'],
+        summary: 'Get a template',
+        description: 'One template of the team, with its content.',
+        params: TemplateIdParams,
+        response: withErrors({ 200: TemplateResponse }, [404]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request);
+      const row = await findTemplate(app.deps.db, request.auth!.teamId, request.params.id);
+      if (!row) throw notFound('template');
+      return { ok: true as const, template: toTemplate(row) };
+    },
+  );
+
+  app.delete(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['templates'],
+        summary: 'Delete a template',
+        description: 'Deletes the template for good. 409 while an active or paused campaign uses it.',
+        params: TemplateIdParams,
+        response: withErrors({ 200: Ok }, [404, 409]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request);
+      const result = await deleteTemplate(app.deps.db, request.auth!.teamId, request.params.id);
+      if (result === 'not_found') throw notFound('template');
+      if (result === 'in_use') {
+        throw new AppError('CONFLICT', 'the template is used by an active or paused campaign; stop or complete the campaign first');
+      }
+      return { ok: true as const };
+    },
+  );
+};

@@ -99,3 +99,33 @@ describe('contacts: validation', () => {
     assert.equal(res.json().meta.per_page, 100);
   });
 });
+
+describe('contacts: strings PostgreSQL cannot store', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp();
+  });
+  after(() => t.close());
+
+  test('a NUL character is a 422, never a 500, and nothing is written', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    for (const [url, payload] of [
+      ['upsert', { email: 'nul@x.io', first_name: 'a\u0000b' }],
+      ['bulk-upsert', { contacts: [{ email: 'ok@x.io' }, { email: 'nul@x.io', custom_str_1: '\u0000' }] }],
+      ['upsert', { email: 'nul@x.io', tags: ['x\u0000'] }],
+      ['unsubscribe', { email: 'nul@x.io', reason: '\u0000' }],
+    ] as const) {
+      const res = await t.app.inject({ method: 'POST', url: `/public/v1/email/contacts/${url}`, headers: { 'x-api-key': key }, payload });
+      assert.equal(res.statusCode, 422, `${url}: ${res.body}`);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+    }
+    const { rows } = await t.database.pool.query('SELECT count(*)::int AS n FROM contacts WHERE team_id = $1', [teamId]);
+    assert.equal(rows[0].n, 0);
+  });
+
+  test('a page number past what OFFSET allows is a 422, not a 500', async () => {
+    const { key } = await makeTeam(t.database.db);
+    const res = await t.app.inject({ url: '/public/v1/email/contacts/unsubscribes?page=100000000000000000000', headers: { 'x-api-key': key } });
+    assert.equal(res.statusCode, 422);
+  });
+});

@@ -1,0 +1,186 @@
+// Mail accounts (decisions.md §9): a team's SMTP credentials. The password is
+// sealed with SecretBox (AES-256-GCM, key from APP_SECRET) and leaves this module
+// only through getMailAccountPassword, for the sending engine.
+import { isIP } from 'node:net';
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
+import { Type, type Static } from 'typebox';
+import type { Db } from '../db/pool.ts';
+import { detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { DateTime } from '../http/schemas.ts';
+import { SecretBox } from '../lib/secrets.ts';
+import { verifySmtpLogin, type MailSecurity } from './transport.ts';
+
+export const MailAccountBody = Type.Object(
+  {
+    host: Type.String({ minLength: 1, maxLength: 255, description: 'Hostname or IP address of the SMTP server.' }),
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    security: Type.Enum(['tls', 'starttls', 'none'], {
+      description: '`tls`: implicit TLS (port 465); `starttls`: STARTTLS required; `none`: plain, never upgraded.',
+    }),
+    username: Type.Optional(Type.String({ minLength: 1, maxLength: 320 })),
+    password: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'Stored encrypted; never returned.' })),
+    from_email: Type.String({ format: 'email', maxLength: 320 }),
+    from_name: Type.Optional(Type.String({ maxLength: 255 })),
+    daily_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 500, description: 'E-mails per UTC day.' })),
+    verify: Type.Optional(
+      Type.Boolean({ default: false, description: 'Log in to the server before saving; a failed login is 422 and nothing is saved.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type MailAccountInput = Static<typeof MailAccountBody>;
+
+export const MailAccount = Type.Object(
+  {
+    id: Type.String(),
+    team_id: Type.String(),
+    host: Type.String(),
+    port: Type.Integer(),
+    security: Type.Enum(['tls', 'starttls', 'none']),
+    username: Type.Union([Type.String(), Type.Null()]),
+    from_email: Type.String(),
+    from_name: Type.Union([Type.String(), Type.Null()]),
+    daily_limit: Type.Integer(),
+    status: Type.Enum(['active', 'disabled']),
+    created_at: DateTime,
+    updated_at: DateTime,
+  },
+  { title: 'MailAccount' },
+);
+
+export type MailAccountRow = {
+  id: string;
+  team_id: string;
+  host: string;
+  port: number;
+  security: MailSecurity;
+  username: string | null;
+  from_email: string;
+  from_name: string | null;
+  daily_limit: number;
+  status: 'active' | 'disabled';
+  created_at: Date;
+  updated_at: Date;
+};
+
+// Every column but password_enc: the ciphertext never leaves through a listing either.
+const PUBLIC_COLUMNS = [
+  'id', 'team_id', 'host', 'port', 'security', 'username', 'from_email', 'from_name', 'daily_limit', 'status', 'created_at', 'updated_at',
+] as const;
+
+export function toMailAccount(row: MailAccountRow) {
+  return { ...row, created_at: row.created_at.toISOString(), updated_at: row.updated_at.toISOString() };
+}
+
+// The same rules for every caller (API and CLI): the API's route schema has
+// already applied them to a request body; the CLI's input arrives here unchecked.
+const ajv = addFormats.default(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: false }));
+const checkBody = ajv.compile(MailAccountBody);
+
+const HOSTNAME_RE = /^(?=.{1,253}\.?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
+
+/** Throws 422 VALIDATION_FAILED listing every problem; fills in the defaults. */
+export function validateMailAccountInput(input: unknown): MailAccountInput {
+  if (!checkBody(input)) throw validationFailed(detailsFromAjv(checkBody.errors ?? [], 'body'));
+  const body = input as MailAccountInput;
+  // PostgreSQL text cannot hold U+0000, and AUTH PLAIN uses it as the separator.
+  const details: ErrorDetail[] = (['username', 'password', 'from_name'] as const)
+    .filter((field) => body[field]?.includes('\u0000'))
+    .map((field) => ({ field, message: 'must not contain NUL (U+0000) characters' }));
+  if (isIP(body.host) === 0 && !HOSTNAME_RE.test(body.host)) {
+    details.push({ field: 'host', message: 'must be a hostname or an IP address' });
+  }
+  if (body.from_name !== undefined && /[\r\n]/.test(body.from_name)) {
+    details.push({ field: 'from_name', message: 'must be one line' });
+  }
+  if (body.password !== undefined && body.username === undefined) {
+    details.push({ field: 'username', message: 'is required with a password' });
+  }
+  if (body.username !== undefined && body.password === undefined) {
+    details.push({ field: 'password', message: 'is required with a username' });
+  }
+  if (details.length) throw validationFailed(details);
+  return body;
+}
+
+const boxes = new Map<string, SecretBox>();
+function passwordBox(appSecret: string): SecretBox {
+  let box = boxes.get(appSecret);
+  if (!box) {
+    box = new SecretBox(appSecret, 'mail-account-password');
+    boxes.set(appSecret, box);
+  }
+  return box;
+}
+
+/**
+ * Validates, optionally checks the SMTP login (before anything is written), and
+ * saves the account with its password sealed. Throws 422 on invalid input or a
+ * failed login.
+ */
+export async function createMailAccount(db: Db, appSecret: string, teamId: string, input: unknown): Promise<MailAccountRow> {
+  const body = validateMailAccountInput(input);
+  const host = body.host.toLowerCase().replace(/\.$/, '');
+  const account = { host, port: body.port, security: body.security, username: body.username ?? null };
+  const password = body.password ?? null;
+  if (body.verify) {
+    try {
+      await verifySmtpLogin(account, password);
+    } catch (err) {
+      throw validationFailed(
+        [{ field: 'verify', message: `SMTP login failed: ${(err as Error).message}` }],
+        'the SMTP server did not accept the connection or the login',
+      );
+    }
+  }
+  return db
+    .insertInto('mail_accounts')
+    .values({
+      team_id: teamId,
+      ...account,
+      password_enc: password === null ? null : passwordBox(appSecret).seal(password),
+      from_email: body.from_email.toLowerCase(),
+      from_name: body.from_name ?? null,
+      daily_limit: body.daily_limit ?? 500,
+    })
+    .returning(PUBLIC_COLUMNS)
+    .executeTakeFirstOrThrow();
+}
+
+export async function findMailAccount(db: Db, teamId: string, id: string): Promise<MailAccountRow | undefined> {
+  return db.selectFrom('mail_accounts').select(PUBLIC_COLUMNS).where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+}
+
+export async function listMailAccounts(
+  db: Db,
+  teamId: string,
+  opts: { page: number; perPage: number },
+): Promise<{ rows: MailAccountRow[]; total: number }> {
+  const base = db.selectFrom('mail_accounts').where('team_id', '=', teamId);
+  const { n } = await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  const total = Number(n);
+  const offset = (opts.page - 1) * opts.perPage;
+  // Past the end there is nothing to read (and page=1e20 never becomes an out-of-range OFFSET).
+  if (offset >= total) return { rows: [], total };
+  const rows = await base
+    .select(PUBLIC_COLUMNS)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(opts.perPage)
+    .offset(offset)
+    .execute();
+  return { rows, total };
+}
+
+/** The clear password of a team's account (null when it has none), for the sending engine. Throws 404 for an unknown account. */
+export async function getMailAccountPassword(db: Db, appSecret: string, teamId: string, accountId: string): Promise<string | null> {
+  const row = await db
+    .selectFrom('mail_accounts')
+    .select('password_enc')
+    .where('team_id', '=', teamId)
+    .where('id', '=', accountId)
+    .executeTakeFirst();
+  if (!row) throw notFound('mail account');
+  return row.password_enc ? passwordBox(appSecret).open(row.password_enc) : null;
+}

@@ -1,0 +1,78 @@
+// Request and response schemas of the templates API (interface.md 2.7, 4.5;
+// decisions.md §5).
+import { Type, type Static } from 'typebox';
+import { DateTime, PageMeta, pageQuery } from '../http/schemas.ts';
+
+/** decisions.md §1: template content is at most 1 MiB. */
+export const MAX_CONTENT_CHARS = 1024 * 1024;
+/** RFC 5322 line limit; the subject is one header line. */
+export const MAX_SUBJECT_CHARS = 998;
+
+// A UUID in the form PostgreSQL reads. ajv's `uuid` format also accepts a
+// `urn:uuid:` prefix, which the database would refuse (a 500), hence the pattern.
+export const TemplateIdParams = Type.Object({
+  id: Type.String({ format: 'uuid', pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }),
+});
+
+export const TemplateMetaInput = Type.Object(
+  {
+    json_schema: Type.Optional(Type.String({ maxLength: 65_536 })),
+    tags: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50 })),
+  },
+  { additionalProperties: false },
+);
+
+export const CreateTemplateBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 255, description: 'Not blank; stored trimmed.' }),
+    content: Type.String({ minLength: 1, maxLength: MAX_CONTENT_CHARS, description: 'HTML; a Liquid template. At most 1 MiB.' }),
+    content_type: Type.Enum(['html'], { description: 'Only `html`.' }),
+    subject: Type.Optional(
+      Type.String({ maxLength: MAX_SUBJECT_CHARS, description: 'One line; a Liquid template.' }),
+    ),
+    alt_content: Type.Optional(
+      Type.String({ maxLength: MAX_CONTENT_CHARS, description: 'Plain text; derived from `content` when absent.' }),
+    ),
+    meta: Type.Optional(TemplateMetaInput),
+  },
+  { additionalProperties: false },
+);
+export type CreateTemplateInput = Static<typeof CreateTemplateBody>;
+
+const templateFields = {
+  id: Type.String(),
+  team_id: Type.String(),
+  name: Type.String(),
+  subject: Type.Union([Type.String(), Type.Null()], { description: '`null` when the template has no subject.' }),
+  content_type: Type.Literal('html'),
+  scope: Type.Enum(['private', 'public']),
+  status: Type.Enum(['active', 'archived']),
+  meta: Type.Object({ json_schema: Type.String(), tags: Type.Array(Type.String()) }),
+  created_at: DateTime,
+  updated_at: DateTime,
+};
+
+export const Template = Type.Object({ ...templateFields, content: Type.String(), alt_content: Type.String() }, { title: 'Template' });
+/** In lists, `content` and `alt_content` only with `include[]=content`. */
+export const TemplateListItem = Type.Object(
+  { ...templateFields, content: Type.Optional(Type.String()), alt_content: Type.Optional(Type.String()) },
+  { title: 'TemplateListItem' },
+);
+
+export const TemplateResponse = Type.Object({ ok: Type.Literal(true), template: Template });
+
+const Include = Type.Array(Type.Enum(['content']), {
+  description: '`content` adds `content` and `alt_content` to each template.',
+  maxItems: 5,
+});
+export const ListTemplatesQuery = pageQuery(20, {
+  search: Type.Optional(Type.String({ maxLength: 255, description: 'Case-insensitive substring of the name.' })),
+  'include[]': Type.Optional(Include),
+  include: Type.Optional(Include),
+});
+
+export const TemplateListResponse = Type.Object({
+  ok: Type.Literal(true),
+  templates: Type.Object({ data: Type.Array(TemplateListItem) }),
+  meta: PageMeta,
+});
