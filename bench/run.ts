@@ -1,4 +1,4 @@
-// `npm run bench -- [name...] [--duration <s>] [--connections <n>]`
+// `npm run bench -- [name...] [--duration <s>] [--connections <n>] [benchmark options]`
 //
 // Runs the named benchmarks (all known ones when none is named), one after the
 // other. A benchmark is a module bench/<name>.ts exporting
@@ -16,11 +16,20 @@ import type { BenchModule, BenchOptions } from './lib/types.ts';
 const BENCH_DIR = import.meta.dirname;
 const NAME = /^[a-z0-9][a-z0-9-]*$/;
 
-const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>]
+// Options of one benchmark only. Declared here so that parsing stays strict (a
+// mistyped option is an error, not ignored); each is a positive integer that
+// reaches its module as opts.flags[name] (undefined when not given), and giving
+// it is an error unless that benchmark runs.
+const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
+  contacts: { bench: 'bulk-upsert', usage: '--contacts <n>         bulk-upsert: contacts written per pass (default 200000)' },
+};
+
+const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>] [benchmark options]
 
   name                   benchmark(s) to run: ${knownBenchmarks().join(', ') || '(none)'}; default: all
   -d, --duration <s>     seconds of load per measured run (default 10)
   -c, --connections <n>  concurrent connections (default 50)
+${Object.values(BENCH_FLAGS).map((f) => `  ${f.usage}`).join('\n')}
 
 Uses the PostgreSQL in DATABASE_URL when set (a fresh database, dropped at the
 end; APP_SECRET is generated when unset), else an embedded one in a temporary
@@ -56,6 +65,7 @@ function parse() {
       duration: { type: 'string', short: 'd' },
       connections: { type: 'string', short: 'c' },
       help: { type: 'boolean', short: 'h' },
+      ...Object.fromEntries(Object.keys(BENCH_FLAGS).map((k) => [k, { type: 'string' as const }])),
     },
   });
 }
@@ -76,6 +86,13 @@ const names = args.positionals.length ? [...new Set(args.positionals)] : known;
 const unknown = names.filter((n) => !known.includes(n));
 if (unknown.length) fail(`unknown benchmark ${unknown.join(', ')}`);
 if (!names.length) fail('no benchmarks found');
+const flags: Record<string, number | undefined> = {};
+for (const [flag, { bench }] of Object.entries(BENCH_FLAGS)) {
+  const raw = (args.values as Record<string, unknown>)[flag];
+  if (raw === undefined) continue;
+  if (!names.includes(bench)) fail(`--${flag} applies to ${bench} only, which is not being run`);
+  flags[flag] = positive(flag, String(raw), 0, true);
+}
 
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
 
@@ -120,6 +137,7 @@ for (const name of names) {
     name,
     duration,
     connections,
+    flags,
     postgres: () => (postgres ??= openBenchPostgres(log)),
     defer: (fn) => void deferred.push(fn),
     log,

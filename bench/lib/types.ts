@@ -9,6 +9,8 @@ export type BenchOptions = {
   duration: number;
   /** Concurrent connections of the load generator (--connections, default 50). */
   connections: number;
+  /** Benchmark-specific options (BENCH_FLAGS in run.ts): positive integers, undefined when not given. */
+  flags: Readonly<Record<string, number | undefined>>;
   /**
    * The PostgreSQL server to benchmark against, started on first call and
    * shared by the benchmarks of one `npm run bench`: the one in DATABASE_URL,

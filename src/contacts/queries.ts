@@ -51,6 +51,9 @@ const EVENT_COLUMNS = 'id, email, first_name, last_name, phone, foreign_id, coun
 // exactly the rows that existed before (the INSERT's conflicts); rows the other
 // branch did not see (inserted concurrently) come back as "missing" and are
 // retried by the caller. Unchanged rows are not written at all.
+// The addresses also come as an array ($3): \`email = ANY($3)\` makes the planner
+// probe the (team_id, email) index, where the join on the JSON input chose a hash
+// join over every row of the team (11 ms per batch at 0 rows, 120 ms at 150,000).
 const UPSERT_SQL = `
 WITH input AS (
   SELECT p, p->>'email' AS email, ARRAY(SELECT jsonb_array_elements_text(p->'tags')) AS tags
@@ -71,13 +74,13 @@ upd AS (
     tags = k.tags || ARRAY(SELECT t FROM unnest(i.tags) AS t WHERE t <> ALL (k.tags)),
     updated_at = now()
   FROM input i
-  WHERE k.team_id = $1::uuid AND k.email = i.email
+  WHERE k.team_id = $1::uuid AND k.email = ANY ($3::text[]) AND k.email = i.email
     AND ((${names.map((n) => `k.${n}`).join(', ')}) IS DISTINCT FROM (${CONTACT_FIELDS.map(keptOrNew).join(', ')})
          OR NOT k.tags @> i.tags)
   RETURNING ${EVENT_COLUMNS.split(', ').map((c) => `k.${c}`).join(', ')}
 ),
 pre AS (
-  SELECT k.email FROM contacts k JOIN input i ON k.team_id = $1::uuid AND k.email = i.email
+  SELECT k.email FROM contacts k WHERE k.team_id = $1::uuid AND k.email = ANY ($3::text[])
 )
 SELECT 'created' AS outcome, ins.* FROM ins
 UNION ALL SELECT 'updated', upd.* FROM upd
@@ -99,7 +102,7 @@ type SavedRow = {
 export type UpsertResult = { created: SavedRow[]; updated: SavedRow[]; unchanged: number };
 
 async function upsertOnce(tx: Transaction<Database>, teamId: string, patches: ContactPatch[]) {
-  const { rows } = await tx.executeQuery<SavedRow>(CompiledQuery.raw(UPSERT_SQL, [teamId, JSON.stringify(patches)]));
+  const { rows } = await tx.executeQuery<SavedRow>(CompiledQuery.raw(UPSERT_SQL, [teamId, JSON.stringify(patches), patches.map((p) => p.email)]));
   const created: SavedRow[] = [];
   const updated: SavedRow[] = [];
   const pre = new Set<string>();

@@ -1,0 +1,74 @@
+// CPU accounting for "where does the time go": the machine as a whole and the
+// benchmarked PostgreSQL's processes when it is local, read from /proc (Linux;
+// undefined elsewhere).
+// Used next to process.cpuUsage() (this process) and ServerProcess.cpuUsage()
+// (a benchmark server) to split a run's CPU time between load generator, app
+// and database.
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** Clock ticks per second of /proc's times (USER_HZ: 100 on every Linux build). */
+const TICKS = 100;
+
+/** Fields of /proc/<pid>/stat after "(comm)", 0-based: state is 0, ppid 1, utime 11 ... cstime 14. */
+function statFields(text: string): { comm: string; fields: string[] } | undefined {
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  if (open < 0 || close < open) return undefined;
+  return { comm: text.slice(open + 1, close), fields: text.slice(close + 2).split(' ') };
+}
+
+function readStat(pid: number): { comm: string; fields: string[] } | undefined {
+  try {
+    return statFields(readFileSync(`/proc/${pid}/stat`, 'latin1'));
+  } catch {
+    return undefined; // gone, or no /proc
+  }
+}
+
+/**
+ * The postmaster's pid of the PostgreSQL whose backend has this pid (from
+ * `SELECT pg_backend_pid()`), when that server runs on this machine, else undefined.
+ */
+export function localPostmaster(backendPid: number): number | undefined {
+  const backend = readStat(backendPid);
+  if (backend?.comm !== 'postgres') return undefined;
+  const ppid = Number(backend.fields[1]);
+  return readStat(ppid)?.comm === 'postgres' ? ppid : undefined;
+}
+
+/**
+ * CPU seconds used so far by a postmaster and its children (backends,
+ * checkpointer, WAL writer, autovacuum...), including exited backends: their
+ * time is in the postmaster's cutime/cstime once it has reaped them.
+ */
+export function postgresCpuSeconds(postmaster: number): number | undefined {
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n));
+  } catch {
+    return undefined;
+  }
+  let ticks = 0;
+  for (const pid of pids) {
+    const s = readStat(Number(pid));
+    if (!s || (Number(pid) !== postmaster && Number(s.fields[1]) !== postmaster)) continue;
+    for (let i = 11; i <= 14; i++) ticks += Number(s.fields[i]) || 0;
+  }
+  return ticks / TICKS;
+}
+
+export type MachineCpu = { busy: number; total: number };
+
+/** Machine-wide CPU seconds (all cores) so far from /proc/stat: busy (not idle or iowait) and total. */
+export function machineCpu(): MachineCpu | undefined {
+  try {
+    const line = readFileSync('/proc/stat', 'latin1').split('\n', 1)[0];
+    if (!line.startsWith('cpu ')) return undefined;
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    const v = line.trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = v.reduce((a, b) => a + b, 0);
+    return { busy: (total - v[3] - v[4]) / TICKS, total: total / TICKS };
+  } catch {
+    return undefined;
+  }
+}
