@@ -1,0 +1,35 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { runOnce } from 'graphile-worker';
+import { buildTaskList } from '../../src/tasks.ts';
+import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+
+describe('process_events: the worker picks up emitted events', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp();
+  });
+  after(() => t.close());
+
+  test('events committed by an upsert are processed by the worker and marked processed', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const contacts = Array.from({ length: 700 }, (_, i) => ({ email: `w${i}@x.io` }));
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/public/v1/email/contacts/bulk-upsert',
+      headers: { 'x-api-key': key },
+      payload: { contacts },
+    });
+    assert.equal(res.statusCode, 200);
+    const pending = async () =>
+      Number((await t.database.pool.query('SELECT count(*) FROM events WHERE team_id = $1 AND processed_at IS NULL', [teamId])).rows[0].count);
+    assert.equal(await pending(), 700);
+    await runOnce({ pgPool: t.database.pool, taskList: buildTaskList({ db: t.database.db, config: testConfig() }), concurrency: 2 });
+    assert.equal(await pending(), 0);
+    const { rows } = await t.database.pool.query(
+      `SELECT count(*)::int AS n FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id
+        WHERE k.identifier = 'process_events'`,
+    );
+    assert.equal(rows[0].n, 0, 'every job completed');
+  });
+});
