@@ -2,6 +2,7 @@
 // Campaigns are always read through one projection (campaignRows) that formats
 // timestamps in SQL, so a campaign renders identically from create, get, list,
 // start and stop.
+import { escapeLike } from '../http/schemas.ts';
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
@@ -43,11 +44,6 @@ function campaignRows(where: RawBuilder<unknown>, tail: RawBuilder<unknown> = sq
 export async function getCampaign(db: Executor, teamId: string, id: string): Promise<CampaignValue | undefined> {
   const { rows } = await campaignRows(sql`c.team_id = ${teamId} AND c.id = ${id}`).execute(db);
   return rows[0];
-}
-
-/** `50%_off\` → `50\%\_off\\`: the term matches literally inside ILIKE. */
-export function escapeLike(term: string): string {
-  return term.replace(/[\\%_]/g, '\\$&');
 }
 
 export async function listCampaigns(

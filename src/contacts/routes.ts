@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
-import { pageMeta, withErrors } from '../http/schemas.ts';
+import { escapeLike, pageMeta, withErrors } from '../http/schemas.ts';
 import { findContactByEmail, toPatches, unsubscribeContacts, upsertContacts } from './queries.ts';
 import {
   BulkUnsubscribeBody,
@@ -18,7 +18,6 @@ import {
 import { contactView } from './view.ts';
 
 const tags = ['contacts'];
-const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const db = app.deps.db;

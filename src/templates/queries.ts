@@ -1,5 +1,6 @@
 // SQL of the templates feature, one function per operation; every query is
 // scoped to one team.
+import { escapeLike } from '../http/schemas.ts';
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
 
@@ -48,11 +49,6 @@ export async function insertTemplate(db: Db, teamId: string, t: NewTemplate): Pr
 
 export async function findTemplate(db: Db, teamId: string, id: string): Promise<Required<TemplateRow> | undefined> {
   return db.selectFrom('templates').select(FULL).where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
-}
-
-/** `100%_off` matches literally: LIKE wildcards and the escape character are escaped. */
-export function escapeLike(text: string): string {
-  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
 export async function listTemplates(
