@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from 'typebox';
-import { DateTime, nullable, PageMeta, pageQuery, StringOrNull } from '../http/schemas.ts';
+import { nullable, PageMeta, pageQuery, StringOrNull } from '../http/schemas.ts';
 
 const SAFE_INT = { minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER };
 
@@ -91,4 +91,3 @@ export const BulkUnsubscribeResponse = Type.Object({
   summary: Type.Object({ received: Type.Integer(), unsubscribed: Type.Integer(), unchanged: Type.Integer() }),
 });
 export const UnsubscribesResponse = Type.Object({ ok: Type.Literal(true), contacts: Type.Array(ContactView), meta: PageMeta });
-export { DateTime };

@@ -67,7 +67,6 @@ export function nullable<T extends TSchema>(schema: T) {
 /** A string-or-null output field (fast serialization, no anyOf). */
 export const StringOrNull = Type.Unsafe<string | null>({ type: ['string', 'null'] });
 
-export const Uuid = Type.String({ format: 'uuid' });
 export const DateTime = Type.String({ format: 'date-time' });
 
 export const PageMeta = Type.Object({
