@@ -1,5 +1,9 @@
 // Row types of our tables, for Kysely. One interface per table.
 import type { ColumnType, Generated } from 'kysely';
+import type { DashboardTables } from './schema-dashboard.ts';
+import type { EngineTables } from './schema-engine.ts';
+import type { TrackingTables } from './schema-tracking.ts';
+import type { WebhookTables } from './schema-webhooks.ts';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
@@ -21,14 +25,15 @@ export interface ApiKeysTable {
   revoked_at: Date | null;
 }
 
-export interface Database extends Tables {
+// Feature tables live in their own files (one owner each) and are joined here.
+export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables {
   teams: TeamsTable;
   api_keys: ApiKeysTable;
 }
 
-type Ts = ColumnType<Date, Date | string | undefined, Date | string>;
-type NullableTs = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
-type Json<T = unknown> = ColumnType<T, T | string | undefined, T | string>;
+export type Ts = ColumnType<Date, Date | string | undefined, Date | string>;
+export type NullableTs = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+export type Json<T = unknown> = ColumnType<T, T | string | undefined, T | string>;
 
 export interface ContactsTable {
   id: Generated<string>;
@@ -152,4 +157,37 @@ export interface Tables {
   campaigns: CampaignsTable;
   campaign_sends: CampaignSendsTable;
   events: EventsTable;
+}
+
+export interface EmailSendLogTable {
+  id: Generated<string>;
+  team_id: string;
+  campaign_id: string | null;
+  campaign_send_id: string | null;
+  contact_id: string | null;
+  event_id: string | null;
+  template_id: string | null;
+  mail_account_id: string | null;
+  email: string;
+  subject: string | null;
+  message_id: string | null;
+  status: Generated<'queued' | 'sending' | 'sent' | 'deferred' | 'bounced_soft' | 'bounced_hard' | 'failed' | 'cancelled'>;
+  attempts: Generated<number>;
+  open_tracking: Generated<boolean>;
+  click_tracking: Generated<boolean>;
+  smtp_response: string | null;
+  last_error: string | null;
+  queued_at: Ts;
+  sent_at: NullableTs;
+  bounced_at: NullableTs;
+  first_opened_at: NullableTs;
+  opens_count: Generated<number>;
+  first_clicked_at: NullableTs;
+  clicks_count: Generated<number>;
+  created_at: Ts;
+  updated_at: Ts;
+}
+
+export interface EmailSendLogTables {
+  email_send_log: EmailSendLogTable;
 }
