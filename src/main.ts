@@ -8,7 +8,7 @@ import { ConfigError, loadConfig, type Config } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { countTeams, createApiKey, createTeam } from './teams/queries.ts';
-import { startWorker } from './worker.ts';
+import { startWorker } from './background.ts';
 
 function configOrExit(): Config {
   try {
