@@ -16,6 +16,10 @@ export type Config = {
   bodyLimitBytes: number;
   workerConcurrency: number;
   runWorker: boolean;
+  /** Seconds before each retry of a deferred (4xx) send; its length is the number of retries. */
+  sendRetryDelays: number[];
+  /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
+  sendLeaseSeconds: number;
 };
 
 export class ConfigError extends Error {}
@@ -51,6 +55,16 @@ function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string 
   return v;
 }
 
+function seconds(env: NodeJS.ProcessEnv, name: string, fallback: number[]): number[] {
+  const raw = str(env, name);
+  if (raw === undefined) return fallback;
+  const parts = raw.split(',').map((p) => p.trim());
+  if (parts.length > 20 || parts.some((p) => !/^\d{1,6}$/.test(p))) {
+    throw new ConfigError(`${name} must be a comma-separated list of at most 20 whole numbers of seconds, got "${raw}"`);
+  }
+  return parts.map(Number);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = int(env, 'PORT', 3000, 0, 65535);
   const host = str(env, 'HOST') ?? '0.0.0.0';
@@ -78,8 +92,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const runWorkerRaw = (str(env, 'RUN_WORKER') ?? 'true').toLowerCase();
   if (!['true', 'false', '1', '0'].includes(runWorkerRaw)) throw new ConfigError('RUN_WORKER must be true or false');
   const runWorker = runWorkerRaw === 'true' || runWorkerRaw === '1';
+  const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
+  const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   return {
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker,
+    sendRetryDelays, sendLeaseSeconds,
   };
 }

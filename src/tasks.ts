@@ -2,14 +2,18 @@
 import type { TaskList } from 'graphile-worker';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
+import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
 import { processEventsTask, type EventHandler } from './events/process.ts';
+import { sendEmailTask } from './mail/send.ts';
 
-export type TaskDeps = { db: Db; config: Config };
+/** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
+export type TaskDeps = { db: Db; config: Config; now?: Clock };
 
 export function buildTaskList(deps: TaskDeps): TaskList {
   // Handlers of emitted events, in order. Webhook fan-out and campaign triggers go here.
-  const eventHandlers: EventHandler[] = [];
+  const eventHandlers: EventHandler[] = [campaignTriggerHandler(deps.db, deps.now)];
   return {
     process_events: processEventsTask(deps.db, eventHandlers),
+    send_email: sendEmailTask(deps),
   };
 }
