@@ -191,7 +191,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
     assert.equal(sink.messages.length, before);
     // Within the lease the job is retried later (it throws), still without sending.
     await t.database.pool.query(`UPDATE email_send_log SET status = 'sending', updated_at = now() WHERE id = $1`, [log.id]);
-    await assert.rejects(task({ email_send_log_id: log.id }, {} as never));
+    await assert.rejects(async () => task({ email_send_log_id: log.id }, {} as never));
     assert.equal(sink.messages.length, before);
   });
 });
