@@ -81,6 +81,9 @@ describe('campaign decisions', () => {
       { operator: 'has_tag', value: 'vip' },
     ];
     const c = await createCampaign(s.a, base(s, { segment_query: { rules } }));
+    // Groups, the `op` spelling and `tags` as a field.
+    const anyRules = [{ any: [{ field: 'country_code', op: 'eq', value: 'FR' }, { field: 'tags', op: 'contains', value: 'vip' }] }];
+    const c2 = await createCampaign(s.a, base(s, { segment_query: { rules: anyRules }, event_triggered_send: { contact_cooldown_interval: 0 } }));
     const good = { email: 'seg@example.com', first_name: 'Ann', last_name: 'Lee', country_code: 'DE', custom_int_1: 11, custom_dec_1: 2.4, tags: ['vip'] };
     const variants: [string, object][] = [
       ['match', {}],
@@ -108,20 +111,35 @@ describe('campaign decisions', () => {
       match: null, country: 'segment_mismatch', name: 'segment_mismatch', int: 'segment_mismatch',
       dec: 'segment_mismatch', unset: 'segment_mismatch', tag: 'segment_mismatch',
     });
+    const grouped = await t.database.db
+      .selectFrom('campaign_decisions as d')
+      .innerJoin('contacts as k', 'k.id', 'd.contact_id')
+      .select(['k.email', 'd.reason'])
+      .where('d.campaign_id', '=', c2.id)
+      .execute();
+    const byEmail = Object.fromEntries(grouped.map((r) => [r.email.slice(4, r.email.indexOf('@')), r.reason]));
+    assert.equal(byEmail.match, null, 'vip tag');
+    assert.equal(byEmail.country, null, 'FR and vip');
+    assert.equal(byEmail.tag, 'segment_mismatch', 'DE without vip');
   });
 
   test('malformed segment rules are 422 at create, naming the rule', async () => {
     const s = await setup(t, sink.port);
     const res = await s.a.post('/email/campaigns', {
       name: 'x', events: ['contact.saved'], ...base(s),
-      segment_query: { rules: [{ field: 'first_name', operator: 'like', value: 'a' }, { field: 'nope', operator: 'equals', value: 1 }, 'x'] },
+      segment_query: {
+        rules: [
+          { field: 'first_name', operator: 'like', value: 'a' }, { field: 'nope', operator: 'equals', value: 1 }, 'x',
+          { any: [{ field: 'custom_int_1', op: 'gt', value: 'ten' }] },
+        ],
+      },
     });
     assert.equal(res.statusCode, 422);
     const body = res.json();
     assert.equal(body.ok, false);
     assert.equal(body.error.code, 'VALIDATION_FAILED');
     assert.deepEqual(body.error.details.map((d: any) => d.field), [
-      'segment_query.rules[0].operator', 'segment_query.rules[1].field', 'segment_query.rules[2]',
+      'segment_query.rules[0].operator', 'segment_query.rules[1].field', 'segment_query.rules[2]', 'segment_query.rules[3].any[0].value',
     ]);
   });
 
