@@ -86,10 +86,10 @@ type AccountRow = { id: string; team_id: string; status: string; daily_limit: nu
 type History = { last_at: Date | null; today: number };
 
 /** Picks the first usable id from the cursor on, round-robin; returns the id and the advanced cursor. */
-function rotate<T>(ids: string[], cursor: number, usable: (id: string) => T | 'skip'): { id: string; next: number } | null {
+function rotate(ids: string[], cursor: number, usable: (id: string) => boolean): { id: string; next: number } | null {
   for (let i = 0; i < ids.length; i++) {
     const id = ids[(cursor + i) % ids.length];
-    if (usable(id) !== 'skip') return { id, next: cursor + i + 1 };
+    if (usable(id)) return { id, next: cursor + i + 1 };
   }
   return null;
 }
@@ -149,9 +149,9 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
   const hist = new Map<string, History>(
     history.rows.map((h) => [`${h.campaign_id}:${h.contact_id}`, { last_at: h.last_at, today: Number(h.today) }]),
   );
-  const rotation = new Map(
-    cursors.rows.map((r) => [r.campaign_send_id, { template: Number(r.template_cursor), account: Number(r.account_cursor), team_id: '' }]),
-  );
+  const rotation = new Map(cursors.rows.map((r) => [r.campaign_send_id, { template: Number(r.template_cursor), account: Number(r.account_cursor) }]));
+  // Cursors moved by this batch, with their team (for the upsert).
+  const moved = new Map<string, string>();
 
   type Pending = Omit<Decision, 'id' | 'email_send_log_id'> & { team_id: string; email: string; open: boolean; click: boolean };
   const pending: Pending[] = [];
@@ -165,8 +165,7 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
     const key = `${c.campaign_id}:${c.contact_id}`;
     const h = hist.get(key) ?? { last_at: null, today: 0 };
     let rot = rotation.get(c.campaign_send_id);
-    if (!rot) rotation.set(c.campaign_send_id, (rot = { template: 0, account: 0, team_id: c.team_id }));
-    rot.team_id = c.team_id;
+    if (!rot) rotation.set(c.campaign_send_id, (rot = { template: 0, account: 0 }));
 
     let reason: SkipReason | null = null;
     let template: { id: string; next: number } | null = null;
@@ -179,13 +178,11 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
     else {
       const ids = sd.mail_account_ids ?? [];
       const active = ids.filter((id) => accountById.get(id)?.team_id === c.team_id && accountById.get(id)?.status === 'active');
-      account = rotate(ids, rot.account, (id) =>
-        active.includes(id) && (sentToday.get(id) ?? 0) < accountById.get(id)!.daily_limit ? id : 'skip',
-      );
+      account = rotate(ids, rot.account, (id) => active.includes(id) && (sentToday.get(id) ?? 0) < accountById.get(id)!.daily_limit);
       if (active.length === 0) reason = 'no_mail_account';
       else if (!account) reason = 'account_daily_limit';
       else {
-        template = rotate(sd.template_ids ?? [], rot.template, (id) => (templateTeam.get(id) === c.team_id ? id : 'skip'));
+        template = rotate(sd.template_ids ?? [], rot.template, (id) => templateTeam.get(id) === c.team_id);
         if (!template) reason = 'no_template';
       }
     }
@@ -193,6 +190,7 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
     if (send) {
       rot.account = account!.next;
       rot.template = template!.next;
+      moved.set(c.campaign_send_id, c.team_id);
       sentToday.set(account!.id, (sentToday.get(account!.id) ?? 0) + 1);
       hist.set(key, { last_at: now, today: h.today + 1 });
     }
@@ -240,12 +238,12 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
     RETURNING id, event_id, campaign_id`.execute(trx);
   const idOf = new Map(ids.map((r) => [`${r.event_id}:${r.campaign_id}`, r.id]));
 
-  const moved = [...rotation.entries()].filter(([, r]) => r.team_id !== '');
-  if (sends.length > 0 && moved.length > 0) {
+  if (moved.size > 0) {
+    const sendIds = [...moved.keys()];
     await sql`
       INSERT INTO campaign_rotation (campaign_send_id, team_id, template_cursor, account_cursor)
-      SELECT * FROM unnest(${moved.map(([id]) => id)}::uuid[], ${moved.map(([, r]) => r.team_id)}::uuid[],
-                           ${moved.map(([, r]) => r.template)}::bigint[], ${moved.map(([, r]) => r.account)}::bigint[])
+      SELECT * FROM unnest(${sendIds}::uuid[], ${sendIds.map((id) => moved.get(id)!)}::uuid[],
+                           ${sendIds.map((id) => rotation.get(id)!.template)}::bigint[], ${sendIds.map((id) => rotation.get(id)!.account)}::bigint[])
       ON CONFLICT (campaign_send_id) DO UPDATE
         SET template_cursor = EXCLUDED.template_cursor, account_cursor = EXCLUDED.account_cursor`.execute(trx);
   }

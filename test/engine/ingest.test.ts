@@ -149,6 +149,7 @@ describe('event ingestion', () => {
       [{ event_name: 'contact.saved', idempotency_key: 'k' }, 'email'],
       [{ event_name: 'lead.created', email: 'not-an-address' }, 'email'],
       [{ event_name: 'lead.created', email: 'a@example.com', occurred_at: 'yesterday' }, 'occurred_at'],
+      [{ event_name: 'lead.created', email: 'a@example.com', occurred_at: '2030-02-30T10:00:00Z' }, 'occurred_at'],
       [{ event_name: 'lead.created', email: 'a@example.com', payload: [] }, 'payload'],
       [{ event_name: 'lead.created', email: 'a@example.com', extra: 1 }, 'extra'],
       [{ event_name: 'lead.created', email: 'a@example.com', idempotency_key: '' }, 'idempotency_key'],
