@@ -92,9 +92,11 @@ describe('sending: upsert → decision → SMTP → result', () => {
       [[campaignId, 'send', null, log.id, 'sent']],
     );
 
-    // The job ran; running the worker again sends nothing twice.
+    // A duplicate send_email job (or a retried one) claims nothing: still one message.
+    await t.database.pool.query(`SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_id', $1::text))`, [log.id]);
     await drain(t);
     assert.equal(sink.messages.length, before + 1);
+    assert.equal((await sendLog(t, s.teamId))[0].attempts, 1);
   });
 
   test('without tracking: plain links, no pixel, no honeypot; unsubscribe headers still there', async () => {
