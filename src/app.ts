@@ -17,6 +17,7 @@ import { installMetrics } from './ops/metrics.ts';
 import { operationsRoutes } from './ops/routes.ts';
 import { campaignsRoutes } from './campaigns/routes.ts';
 import { contactsRoutes } from './contacts/routes.ts';
+import { ingestRoutes } from './events/ingest-routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
@@ -117,6 +118,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(mailAccountsRoutes, { prefix: '/email/mail-accounts' });
       await api.register(campaignsRoutes, { prefix: '/email/campaigns' });
       await api.register(webhooksRoutes, { prefix: '/webhooks' });
+      await api.register(ingestRoutes, { prefix: '/email/events' });
     },
     { prefix: '/public/v1' },
   );
