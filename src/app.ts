@@ -18,6 +18,7 @@ import { operationsRoutes } from './ops/routes.ts';
 import { campaignsRoutes } from './campaigns/routes.ts';
 import { contactsRoutes } from './contacts/routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
+import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
 
@@ -104,6 +105,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
 
   operationsRoutes(app, deps.pool);
+  await app.register(trackingRoutes);
 
   await app.register(
     async (api) => {
