@@ -74,6 +74,11 @@ describe('click redirect and honeypot', () => {
     const res = await click(send.id, 'https://example.com/ünï code?q=a b');
     assert.equal(res.statusCode, 302);
     assert.equal(res.headers.location, 'https://example.com/%C3%BCn%C3%AF%20code?q=a%20b');
+    // Even a signed target with a line break cannot split the response headers.
+    const split = await click(send.id, 'https://example.com/a\r\nSet-Cookie: x=1');
+    assert.equal(split.statusCode, 302);
+    assert.equal(split.headers['set-cookie'], undefined);
+    assert.equal(split.headers.location, 'https://example.com/aSet-Cookie:%20x=1');
   });
 
   test("a person's click counts and emits email.clicked with the 6.3 payload", async () => {
