@@ -27,7 +27,7 @@ export type BotSignals = {
   ip: string | null;
   /** Seconds between the send's sent_at and this hit; null when unknown. */
   secondsSinceSent: number | null;
-  /** A honeypot hit on this send within HONEYPOT_WINDOW_SECONDS, or from this IP at any time. */
+  /** A honeypot hit on this send within HONEYPOT_WINDOW_SECONDS, or from this IP within HONEYPOT_SAME_IP_SECONDS. */
   honeypotFollowed: boolean;
   /** Distinct other URLs of this send clicked within RAPID_CLICK_WINDOW_MS before this click. */
   otherLinksClickedRecently: number;
@@ -75,6 +75,10 @@ export const SOON_SECONDS = 60;
 export const RAPID_CLICK_WINDOW_MS = 2_000;
 // Scanners that follow the honeypot fetch the real links in the same pass.
 export const HONEYPOT_WINDOW_SECONDS = 120;
+// Some come back later (re-scans, detonation at click time) from the same
+// address. Bounded because an on-premises gateway can share its NAT address
+// with the recipient, whose own clicks must not stay bots for ever.
+export const HONEYPOT_SAME_IP_SECONDS = 24 * 3600;
 
 type Fingerprint = { name: string; ua: RegExp };
 

@@ -6,7 +6,7 @@ import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName } from '../events/emit.ts';
-import { classifyHit, HONEYPOT_WINDOW_SECONDS, RAPID_CLICK_WINDOW_MS, type BotDecision, type HitKind } from './bots.ts';
+import { classifyHit, HONEYPOT_SAME_IP_SECONDS, HONEYPOT_WINDOW_SECONDS, RAPID_CLICK_WINDOW_MS, type BotDecision, type HitKind } from './bots.ts';
 
 type Tx = Transaction<Database>;
 
@@ -51,7 +51,8 @@ export async function previousHitSignals(
   const { rows } = await sql<{ honeypot: boolean; other_links: number }>`
     SELECT
       coalesce(bool_or(kind = 'honeypot' AND (created_at > now() - make_interval(secs => ${HONEYPOT_WINDOW_SECONDS}::float8)
-                                              OR ip = ${ip}::text)), false) AS honeypot,
+                                              OR (ip = ${ip}::text AND created_at > now() - make_interval(secs => ${HONEYPOT_SAME_IP_SECONDS}::float8)))),
+               false) AS honeypot,
       count(DISTINCT url) FILTER (WHERE kind = 'click'
                                     AND created_at > now() - make_interval(secs => ${RAPID_CLICK_WINDOW_MS / 1000}::float8)
                                     AND url IS DISTINCT FROM ${url}::text)::int AS other_links

@@ -209,6 +209,18 @@ describe('click redirect and honeypot', () => {
     await assertBotClick(teamId, send.id, 'honeypot_followed', 2);
   });
 
+  test('honeypot: after 24 h even the same address is judged afresh', async () => {
+    const { teamId, send } = await makeSend(t, { sentSecondsAgo: 2 * 86_400 });
+    await get(pathOf(links.honeypotUrl(send.id)), { ip: '192.0.2.70' });
+    await t.database.db
+      .updateTable('tracking_hits')
+      .set({ created_at: new Date(Date.now() - 25 * 3600_000) })
+      .where('email_send_log_id', '=', send.id)
+      .execute();
+    await click(send.id, TARGET, { ip: '192.0.2.70' });
+    assert.deepEqual((await eventsOf(t.database.db, teamId)).map((e) => e.name), ['email.bot.clicked', 'email.clicked']);
+  });
+
   test('honeypot with a bad signature: the same page, nothing recorded', async () => {
     const { teamId, send } = await makeSend(t);
     const res = await get(`/t/h/${send.id}/${links.sign('click', send.id)}`);
