@@ -17,7 +17,7 @@ CREATE TABLE tracking_hits (
   ip                 text,
   user_agent         text,
   is_bot             boolean NOT NULL,
-  bot_score          real NOT NULL CHECK (bot_score BETWEEN 0 AND 1),
+  bot_score          double precision NOT NULL CHECK (bot_score BETWEEN 0 AND 1),
   reasons            text[] NOT NULL DEFAULT '{}',
   -- Recognised scanner or privacy proxy (e.g. 'barracuda', 'google_image_proxy').
   fingerprint        text,
