@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { multipartIsOneClick } from '../../src/mail/tracking-routes.ts';
 import { buildTestApp, type TestApp } from '../helpers.ts';
 import { eventsOf, makeSend, pathOf, testLinks } from './fixtures.ts';
 
@@ -99,6 +100,21 @@ describe('unsubscribe from mail', () => {
     assert.equal(res.statusCode, 200);
     const [e] = await eventsOf(t.database.db, teamId);
     assert.equal((e!.payload as Record<string, unknown>).unsubscribe_method, 'one_click');
+  });
+
+  test('the multipart reader finds only the List-Unsubscribe field, in linear time', () => {
+    const part = (name: string, value: string, extra = '') =>
+      `--b\r\nContent-Disposition: form-data; name="${name}"${extra}\r\n\r\n${value}\r\n`;
+    assert.equal(multipartIsOneClick(part('List-Unsubscribe', 'One-Click') + '--b--\r\n'), true);
+    assert.equal(multipartIsOneClick(part('x', 'y') + part('List-Unsubscribe', 'One-Click', '\r\nContent-Type: text/plain') + '--b--'), true);
+    assert.equal(multipartIsOneClick(part('List-Unsubscribe-Other', 'One-Click')), false);
+    assert.equal(multipartIsOneClick(part('List-Unsubscribe', 'Two-Clicks')), false);
+    assert.equal(multipartIsOneClick(part('other', 'One-Click')), false);
+    assert.equal(multipartIsOneClick(''), false);
+    const hostile = 'Content-Disposition: form-data;' + ';name=List-Unsubscribe'.repeat(800);
+    const t0 = performance.now();
+    multipartIsOneClick(hostile);
+    assert.ok(performance.now() - t0 < 50, 'no catastrophic backtracking');
   });
 
   test('a POST with no body or another content type still unsubscribes (method link), never 415', async () => {
