@@ -19,6 +19,7 @@ import { campaignsRoutes } from './campaigns/routes.ts';
 import { contactsRoutes } from './contacts/routes.ts';
 import { ingestRoutes } from './events/ingest-routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
+import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
 import { webhooksRoutes } from './webhooks/routes.ts';
@@ -106,6 +107,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
 
   operationsRoutes(app, deps.pool);
+  await app.register(trackingRoutes);
 
   await app.register(
     async (api) => {
