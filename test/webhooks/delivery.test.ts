@@ -122,6 +122,30 @@ describe('webhook delivery', () => {
     assert.equal(second!.body.payload.email, 'ada@example.com');
   });
 
+  test('ingested leads and sales reach their webhooks with the 6.3 payloads', async () => {
+    const r = await receiver();
+    const { key, teamId } = await setup(r.url, ['email.lead.created', 'email.sale.created']);
+    for (const body of [
+      { event_name: 'lead.created', email: 'lead@example.com', payload: { source: 'landing' } },
+      { event_name: 'sale.created', email: 'lead@example.com', payload: { amount: 19.5, currency: 'EUR', source: 'shop' } },
+    ]) {
+      const res = await api(key, 'POST', '/email/events', body);
+      assert.equal(res.statusCode, 202, res.body);
+    }
+    await processEvents();
+    const got = await r.waitFor(2);
+    const byEvent = Object.fromEntries(got.map((x) => [x.body.event, x.body]));
+    assert.deepEqual(Object.keys(byEvent).sort(), ['email.lead.created', 'email.sale.created']);
+    assert.equal(byEvent['email.lead.created'].team_id, teamId);
+    assert.deepEqual(Object.keys(byEvent['email.lead.created'].payload).sort(), [
+      'campaign_id', 'campaign_send_id', 'contact_id', 'created_at', 'email', 'lead_id', 'source',
+    ]);
+    const sale = byEvent['email.sale.created'].payload;
+    assert.equal(sale.amount, 19.5);
+    assert.equal(typeof sale.currency, 'string');
+    assert.equal(sale.email, 'lead@example.com');
+  });
+
   test('failed attempts follow the retry schedule and the delivery fails after attempt 7', async () => {
     const r = await receiver((_q, res) => {
       res.writeHead(500);
