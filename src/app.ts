@@ -11,7 +11,7 @@ import type pg from 'pg';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import { ApiKeyCache, requireApiKey, resolveApiKeyHook } from './http/auth.ts';
-import { AppError, installErrorHandlers } from './http/errors.ts';
+import { AppError, installErrorHandlers, sendError } from './http/errors.ts';
 import { validatorCompiler } from './http/schemas.ts';
 import { installMetrics } from './ops/metrics.ts';
 import { operationsRoutes } from './ops/routes.ts';
@@ -53,6 +53,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: process.env.TRUST_PROXY === 'true',
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    // The router's own errors (a path parameter over maxParamLength, a broken
+    // percent-encoding) skip the error handler; without this they answer
+    // Fastify's body and status (414, 400) instead of the envelope.
+    frameworkErrors: (err, request, reply) => sendError(reply.header('x-request-id', request.id), err, request),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorate('deps', deps);

@@ -99,6 +99,9 @@ export function toErrorResponse(err: unknown): { status: number; body: ReturnTyp
     return { status: 422, body: errorBody('VALIDATION_FAILED', `invalid ${part ?? 'request'}`, detailsFromAjv(e.validation, part)) };
   }
   switch (e?.code) {
+    // An id longer than the router takes names nothing, like any other non-UUID id.
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return { status: 404, body: errorBody('NOT_FOUND', 'no such resource: a path parameter is too long') };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { status: 413, body: errorBody('PAYLOAD_TOO_LARGE', 'request body is too large') };
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':

@@ -136,6 +136,18 @@ describe('error envelope and status codes', () => {
     assert.match(JSON.stringify(line.err), /secret internal detail/);
   });
 
+  // Found by the contract fuzz: the router answered these itself (414 and 400,
+  // Fastify's own body) before the error handler could map them.
+  test('a path parameter over the router limit is 404 and a broken percent-encoding 422, both in the envelope', async () => {
+    for (const method of ['GET', 'DELETE'] as const) {
+      const res = await t.app.inject({ method, url: `/public/v1/webhooks/${'a'.repeat(201)}`, headers: { 'x-api-key': key } });
+      assertError(res, 404, 'NOT_FOUND');
+    }
+    assertError(await t.app.inject({ url: `/t/c/${'a'.repeat(201)}/x` }), 404, 'NOT_FOUND');
+    const bad = await t.app.inject({ url: '/public/v1/email/templates/%ZZ', headers: { 'x-api-key': key } });
+    assertError(bad, 422, 'VALIDATION_FAILED');
+  });
+
   test('every response has an x-request-id, unique per request', async () => {
     const a = await t.app.inject({ url: '/healthz' });
     const b = await t.app.inject({ url: '/healthz' });
