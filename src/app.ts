@@ -12,6 +12,7 @@ import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import { ApiKeyCache, requireApiKey, resolveApiKeyHook } from './http/auth.ts';
 import { AppError, installErrorHandlers, sendError } from './http/errors.ts';
+import { installJsonParser } from './http/json-body.ts';
 import { validatorCompiler } from './http/schemas.ts';
 import { installMetrics } from './ops/metrics.ts';
 import { operationsRoutes } from './ops/routes.ts';
@@ -65,6 +66,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   // JSON only: a text/plain body is 415, not a string that fails validation.
   app.removeContentTypeParser('text/plain');
+  installJsonParser(app);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });

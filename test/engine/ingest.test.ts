@@ -181,6 +181,17 @@ describe('event ingestion', () => {
     assert.equal(await count('SELECT count(*) AS n FROM contacts WHERE team_id = $1', [teamId]), 0);
   });
 
+  // Found by the contract fuzz: a free-form payload 10,000 levels deep was a 500.
+  test('a payload nested 10,000 levels deep is 422 and writes nothing', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const depth = 10_000;
+    const payload = `{"event_name":"contact.saved","email":"deep@example.com","payload":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}`;
+    const res = await t.app.inject({ method: 'POST', url: '/public/v1/email/events', headers: { 'x-api-key': key, 'content-type': 'application/json' }, payload });
+    assert.equal(res.statusCode, 422, res.body);
+    assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+    assert.equal(await count('SELECT count(*) AS n FROM events WHERE team_id = $1', [teamId]), 0);
+  });
+
   test("team isolation: another team's event ids are 404; malformed ids are 404", async () => {
     const mine = await makeTeam(t.database.db);
     const theirs = await makeTeam(t.database.db);

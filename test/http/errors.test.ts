@@ -148,6 +148,18 @@ describe('error envelope and status codes', () => {
     assertError(bad, 422, 'VALIDATION_FAILED');
   });
 
+  // Found by the contract fuzz: 10,000 levels parsed, then JSON.stringify
+  // overflowed the stack further in (a 500 on POST /email/events).
+  test('a body nested deeper than 64 levels is 422 before validation; 64 levels parse', async () => {
+    const nested = (depth: number) => `{"name":"x","items":[],"deep":${'['.repeat(depth - 1)}${']'.repeat(depth - 1)}}`;
+    const deep = await t.app.inject({ method: 'POST', url: '/__test/echo', headers: { 'content-type': 'application/json' }, payload: nested(65) });
+    const body = assertError(deep, 422, 'VALIDATION_FAILED');
+    assert.deepEqual(body.error.details, [{ field: '(body)', message: 'is nested deeper than 64 levels' }]);
+    const ok = await t.app.inject({ method: 'POST', url: '/__test/echo', headers: { 'content-type': 'application/json' }, payload: nested(64) });
+    // Parsed: the schema then refuses the unknown field, naming it.
+    assert.deepEqual(assertError(ok, 422, 'VALIDATION_FAILED').error.details, [{ field: 'deep', message: 'is not an allowed field' }]);
+  });
+
   test('every response has an x-request-id, unique per request', async () => {
     const a = await t.app.inject({ url: '/healthz' });
     const b = await t.app.inject({ url: '/healthz' });
