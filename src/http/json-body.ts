@@ -1,24 +1,32 @@
-// The JSON body parser: Fastify's own (prototype poisoning is an error), plus a
-// nesting limit. V8 parses any depth, but JSON.stringify and other recursive
-// code down the line overflow the stack near 10,000 levels (a 500 the contract
-// fuzz found on a free-form event payload); no real body comes close to 64.
+// The JSON body parser: Fastify's own (prototype poisoning is an error), plus
+// two checks on what it parsed, both found by the contract fuzz as 500s:
+// - nesting: V8 parses any depth, but JSON.stringify and other recursive code
+//   further in overflow the stack near 10,000 levels; no real body nears 64.
+// - unpaired surrogates ("\ud800"): JSON allows the escape, PostgreSQL's json
+//   and jsonb refuse it (22P02) when the value reaches an event payload.
 import type { FastifyInstance } from 'fastify';
-import { validationFailed } from './errors.ts';
+import { fieldPath, validationFailed, type ErrorDetail } from './errors.ts';
 
 export const MAX_JSON_DEPTH = 64;
 
-/** Depth of nested arrays and objects (a scalar is 0), walked without recursion; stops past `limit`. */
-export function jsonDepth(value: unknown, limit = Infinity): number {
-  let max = 0;
-  const stack: [unknown, number][] = [[value, 0]];
+/** The first problem of a parsed body (too deep, a string that is not valid Unicode), walked without recursion. */
+export function checkJsonValue(value: unknown, maxDepth = MAX_JSON_DEPTH): ErrorDetail | null {
+  const stack: [unknown, number, string][] = [[value, 0, '']];
   while (stack.length) {
-    const [v, d] = stack.pop()!;
+    const [v, depth, path] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (!v.isWellFormed()) return { field: fieldPath(path) || '(body)', message: 'must be valid Unicode (an unpaired surrogate escape is not)' };
+      continue;
+    }
     if (v === null || typeof v !== 'object') continue;
-    if (d + 1 > max) max = d + 1;
-    if (max > limit) return max;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, d + 1]);
+    if (depth + 1 > maxDepth) return { field: '(body)', message: `is nested deeper than ${maxDepth} levels` };
+    const entries = Array.isArray(v) ? v.map((x, i) => [String(i), x] as const) : Object.entries(v);
+    for (const [k, child] of entries) {
+      if (!k.isWellFormed()) return { field: fieldPath(path) || '(body)', message: 'has a field name that is not valid Unicode' };
+      stack.push([child, depth + 1, `${path}/${k}`]);
+    }
   }
-  return max;
+  return null;
 }
 
 export function installJsonParser(app: FastifyInstance): void {
@@ -27,9 +35,8 @@ export function installJsonParser(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     parse(request, body as string, (err: Error | null, value?: unknown) => {
       if (err) return done(err, undefined);
-      if (jsonDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
-        return done(validationFailed([{ field: '(body)', message: `is nested deeper than ${MAX_JSON_DEPTH} levels` }], 'request body is nested too deeply'), undefined);
-      }
+      const problem = checkJsonValue(value);
+      if (problem) return done(validationFailed([problem], 'request body cannot be accepted'), undefined);
       done(null, value);
     });
   });

@@ -123,6 +123,28 @@ describe('contacts: strings PostgreSQL cannot store', () => {
     assert.equal(rows[0].n, 0);
   });
 
+  // Found by the contract fuzz: "\ud800" reached the contact.saved payload,
+  // which PostgreSQL's jsonb refuses (22P02): a 500.
+  test('an unpaired surrogate escape is a 422 naming the field, never a 500, and nothing is written', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    for (const [url, payload, field] of [
+      ['upsert', '{"email":"s@x.io","first_name":"\\ud800"}', 'first_name'],
+      ['bulk-upsert', '{"contacts":[{"email":"ok@x.io"},{"email":"s@x.io","tags":["a\\udfffb"]}]}', 'contacts[1].tags[0]'],
+      ['upsert', '{"email":"s@x.io","\\ud800":1}', '(body)'],
+    ] as const) {
+      const res = await t.app.inject({ method: 'POST', url: `/public/v1/email/contacts/${url}`, headers: { 'x-api-key': key, 'content-type': 'application/json' }, payload });
+      assert.equal(res.statusCode, 422, `${url}: ${res.body}`);
+      assert.equal(res.json().error.code, 'VALIDATION_FAILED');
+      assert.equal(res.json().error.details[0].field, field);
+    }
+    // A paired surrogate (an emoji written as escapes) is fine.
+    const ok = await t.app.inject({ method: 'POST', url: '/public/v1/email/contacts/upsert', headers: { 'x-api-key': key, 'content-type': 'application/json' }, payload: '{"email":"ok@x.io","first_name":"\\ud83d\\udca5"}' });
+    assert.equal(ok.statusCode, 200, ok.body);
+    assert.equal(ok.json().contact.first_name, '💥');
+    const { rows } = await t.database.pool.query('SELECT count(*)::int AS n FROM contacts WHERE team_id = $1', [teamId]);
+    assert.equal(rows[0].n, 1);
+  });
+
   test('a page number past what OFFSET allows is a 422, not a 500', async () => {
     const { key } = await makeTeam(t.database.db);
     const res = await t.app.inject({ url: '/public/v1/email/contacts/unsubscribes?page=100000000000000000000', headers: { 'x-api-key': key } });
