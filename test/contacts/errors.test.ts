@@ -32,6 +32,9 @@ describe('contacts: validation', () => {
     ['decimal as string', { email: 'a@x.io', custom_dec_1: '1.5' }, 'custom_dec_1'],
     ['datetime not ISO', { email: 'a@x.io', custom_datetime_1: 'yesterday' }, 'custom_datetime_1'],
     ['datetime without zone', { email: 'a@x.io', custom_datetime_2: '2026-01-01' }, 'custom_datetime_2'],
+    // Found by the contract fuzz: valid RFC 3339 that timestamptz refuses was a 500.
+    ['datetime in year 0000', { email: 'a@x.io', custom_datetime_3: '0000-01-01T00:00:00Z' }, 'custom_datetime_3'],
+    ['datetime offset past 15:59', { email: 'a@x.io', custom_datetime_1: '1969-12-31T23:59:59-23:59' }, 'custom_datetime_1'],
     ['bool as string', { email: 'a@x.io', custom_bool_1: 'true' }, 'custom_bool_1'],
     ['unknown field', { email: 'a@x.io', favourite_colour: 'red' }, 'favourite_colour'],
     ['unknown custom field', { email: 'a@x.io', custom_str_6: 'x' }, 'custom_str_6'],

@@ -192,6 +192,22 @@ describe('event ingestion', () => {
     assert.equal(await count('SELECT count(*) AS n FROM events WHERE team_id = $1', [teamId]), 0);
   });
 
+  // Found by the contract fuzz: ajv's date-time took these, PostgreSQL did not (a 500).
+  test('occurred_at in year 0000 or with an offset past 15:59 is 422 naming it; the extremes PostgreSQL takes are 202', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    for (const occurred_at of ['0000-01-01T00:00:00Z', '2024-01-01T00:00:00+23:59', '1969-12-31T23:59:59-16:00']) {
+      const res = await a.post('/email/events', { event_name: 'contact.saved', email: 'when@example.com', occurred_at });
+      assert.equal(res.statusCode, 422, `${occurred_at}: ${res.body}`);
+      assert.equal(res.json().error.details[0].field, 'occurred_at');
+    }
+    assert.equal(await count('SELECT count(*) AS n FROM events WHERE team_id = $1', [teamId]), 0);
+    for (const occurred_at of ['0001-01-01T00:00:00Z', '9999-12-31T23:59:59-15:59', '2024-12-31T23:59:60Z']) {
+      const res = await a.post('/email/events', { event_name: 'contact.saved', email: 'when@example.com', occurred_at });
+      assert.equal(res.statusCode, 202, `${occurred_at}: ${res.body}`);
+    }
+  });
+
   test("team isolation: another team's event ids are 404; malformed ids are 404", async () => {
     const mine = await makeTeam(t.database.db);
     const theirs = await makeTeam(t.database.db);
