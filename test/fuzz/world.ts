@@ -1,0 +1,134 @@
+// The data the fuzz and the isolation matrix run against: an app on its own
+// database with two teams holding one or more real rows of every resource,
+// made through the API (plus the rows no API makes: a sent message for the
+// tracking links). Also the map from path parameters to the resource they
+// name, which the isolation matrix uses to fail loudly on an unknown route.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { startSmtpSink, type SmtpSink } from '../mail/smtp-sink.ts';
+import { insertSend, testLinks } from '../tracking/fixtures.ts';
+
+export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'send';
+export type Ids = Record<IdKind, string[]>;
+export type Team = { teamId: string; key: string; ids: Ids; emails: string[] };
+
+/** Which resource a path parameter names, by the route's path. Unknown: throws, so a new route must be added here. */
+export function idKindOf(path: string, param: string): Exclude<IdKind, 'send'> {
+  const p = path.replace(/^\/public\/v1/, '').replace(/:([A-Za-z_]+)/g, '{$1}');
+  if (param === 'delivery_id' && p.startsWith('/webhooks/{id}/deliveries/{delivery_id}')) return 'delivery';
+  if (param === 'id') {
+    if (p.startsWith('/email/templates/{id}')) return 'template';
+    if (p.startsWith('/email/mail-accounts/{id}')) return 'mailAccount';
+    if (p.startsWith('/email/campaigns/{id}')) return 'campaign';
+    if (p.startsWith('/webhooks/{id}')) return 'webhook';
+    if (p.startsWith('/email/events/{id}')) return 'event';
+  }
+  throw new Error(`no id source for path parameter {${param}} of ${path}: add it to idKindOf in test/fuzz/world.ts`);
+}
+
+export type World = {
+  t: TestApp;
+  app: FastifyInstance;
+  a: Team;
+  b: Team;
+  /** A send of team A with its signed tracking paths, for the public tracking routes. */
+  tracking: { sendIds: string[]; paths: string[]; clickTarget: string };
+  /** URLs the fuzz may give webhooks: a local receiver (allowed in config) and addresses the guard refuses. */
+  webhookUrls: string[];
+  /** Webhooks with the public IP literal: simulate must never be pointed at them (it would connect). */
+  remoteWebhookIds: string[];
+  smtpPort: number;
+  close(): Promise<void>;
+};
+
+async function call(app: FastifyInstance, key: string, method: string, url: string, payload?: unknown) {
+  const res = await app.inject({ method: method as 'POST', url: `/public/v1${url}`, headers: { 'x-api-key': key }, ...(payload === undefined ? {} : { payload: payload as object }) });
+  if (res.statusCode >= 300) throw new Error(`seeding ${method} ${url}: ${res.statusCode} ${res.body}`);
+  return res.json();
+}
+
+async function startReceiver(): Promise<Server> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(204).end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return server;
+}
+
+async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['db'] }, tag: string, receiverUrl: string, smtp: SmtpSink): Promise<Team> {
+  const { teamId, key } = await makeTeam(world.db, `Fuzz team ${tag}`);
+  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], send: [] };
+  const emails = [1, 2, 3].map((i) => `${tag}${i}@example.com`);
+  for (const [i, email] of emails.entries()) {
+    await call(app, key, 'POST', '/email/contacts/upsert', { email, first_name: `First ${tag}${i}`, custom_int_1: i, country_code: 'DE' });
+  }
+  await call(app, key, 'POST', '/email/contacts/unsubscribe', { email: emails[2], reason: 'fuzz' });
+  for (const name of ['one', 'two']) {
+    const tpl = await call(app, key, 'POST', '/email/templates', { name: `${tag} ${name}`, content: '<p>Hi {{ contact.first_name }}</p>', content_type: 'html', subject: 'Hello {{ contact.email }}' });
+    ids.template.push(tpl.template.id);
+  }
+  const account = await call(app, key, 'POST', '/email/mail-accounts', {
+    host: '127.0.0.1', port: smtp.port, security: 'none', from_email: `news@${tag}.example.com`, username: 'fuzz', password: 'fuzz-pass',
+  });
+  ids.mailAccount.push(account.mail_account.id);
+  const campaign = await call(app, key, 'POST', '/email/campaigns', {
+    name: `${tag} campaign`, template_ids: ids.template, mail_account_ids: ids.mailAccount, events: ['contact.saved', 'lead.created'],
+  });
+  ids.campaign.push(campaign.campaign.id);
+  const paused = await call(app, key, 'POST', '/email/campaigns', { name: `${tag} paused`, template_ids: [ids.template[0]], mail_account_ids: ids.mailAccount, events: ['sale.created'] });
+  ids.campaign.push(paused.campaign.id);
+  await call(app, key, 'POST', `/email/campaigns/${paused.campaign.id}/stop`);
+  // The brief's public IP literal: no worker runs, so it is never contacted;
+  // simulate is only ever pointed at the local receiver's webhook.
+  const remote = await call(app, key, 'POST', '/webhooks', { url: 'https://93.184.215.14/hooks/plover', events: ['email.contact.saved', 'email.sent'] });
+  const local = await call(app, key, 'POST', '/webhooks', { url: receiverUrl, events: ['email.lead.created'], description: `${tag} local` });
+  ids.webhook.push(remote.webhook.id, local.webhook.id);
+  const simulated = await call(app, key, 'POST', '/webhooks/simulate', { webhook_id: local.webhook.id, event: 'email.sent' });
+  ids.delivery.push(simulated.delivery.id);
+  const event = await call(app, key, 'POST', '/email/events', { event_name: 'lead.created', email: emails[0], idempotency_key: `${tag}-lead`, payload: { source: 'fuzz' } });
+  ids.event.push(event.event_id);
+  const submitted = await call(app, key, 'POST', `/email/campaigns/${campaign.campaign.id}/submit`, { email: emails[1], idempotency_key: `${tag}-submit` });
+  ids.event.push(submitted.event_id);
+  const contact = await world.db.selectFrom('contacts').select('id').where('team_id', '=', teamId).where('email', '=', emails[0]!).executeTakeFirstOrThrow();
+  const send = await insertSend(world.db, teamId, { email: emails[0], contactId: contact.id });
+  ids.send.push(send.id);
+  return { teamId, key, ids, emails };
+}
+
+export async function createWorld(opts: { rateLimitPerMinute?: number } = {}): Promise<World> {
+  const receiver = await startReceiver();
+  const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  const smtp = await startSmtpSink('fuzz', 'fuzz-pass');
+  const t = await buildTestApp({
+    config: { rateLimitPerMinute: opts.rateLimitPerMinute ?? 10_000_000, webhookAllowedTargets: ['127.0.0.1'], webhookTimeoutMs: 2_000 },
+  });
+  const a = await seedTeam(t.app, t.database, 'alpha', receiverUrl, smtp);
+  const b = await seedTeam(t.app, t.database, 'beta', receiverUrl, smtp);
+  const links = testLinks();
+  const clickTarget = 'https://example.com/landing?x=1';
+  const tracking = { sendIds: [...a.ids.send, ...b.ids.send], clickTarget, paths: [] as string[] };
+  for (const id of tracking.sendIds) {
+    for (const url of [links.openPixelUrl(id), links.clickUrl(id, clickTarget), links.honeypotUrl(id), links.unsubscribeUrl(id)]) {
+      const u = new URL(url);
+      tracking.paths.push(u.pathname + u.search);
+    }
+  }
+  return {
+    t,
+    app: t.app,
+    a,
+    b,
+    tracking,
+    remoteWebhookIds: [a.ids.webhook[0]!, b.ids.webhook[0]!],
+    smtpPort: smtp.port,
+    webhookUrls: [receiverUrl, `${receiverUrl}/other`, 'https://127.0.0.2/x', 'https://10.1.2.3/', 'ftp://93.184.215.14/', 'https://[::1]/', 'https://localhost/x', 'not a url'],
+    async close() {
+      await t.close();
+      await smtp.close();
+      await new Promise((resolve) => receiver.close(resolve));
+    },
+  };
+}
