@@ -111,7 +111,7 @@ function guardBody(world: World, op: Operation, payload: string | Buffer | undef
   const back = (s: string) => (typeof payload === 'string' ? s : Buffer.from(s, 'latin1'));
   if (op.path.endsWith('/webhooks/simulate')) {
     let out = text;
-    for (const id of world.remoteWebhookIds) out = out.replace(new RegExp(id, 'gi'), world.a.ids.webhook[1]!);
+    for (const id of world.remoteWebhookIds) out = out.replace(new RegExp(id, 'gi'), world.a.ids.webhook[0]!);
     return back(out);
   }
   if (op.path.endsWith('/email/mail-accounts') && /"verify"\s*:\s*true/.test(text)) {

@@ -85,7 +85,8 @@ async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['
   // simulate is only ever pointed at the local receiver's webhook.
   const remote = await call(app, key, 'POST', '/webhooks', { url: 'https://93.184.215.14/hooks/plover', events: ['email.contact.saved', 'email.sent'] });
   const local = await call(app, key, 'POST', '/webhooks', { url: receiverUrl, events: ['email.lead.created'], description: `${tag} local` });
-  ids.webhook.push(remote.webhook.id, local.webhook.id);
+  // The local one first: the isolation matrix pairs webhook[0] with delivery[0].
+  ids.webhook.push(local.webhook.id, remote.webhook.id);
   const simulated = await call(app, key, 'POST', '/webhooks/simulate', { webhook_id: local.webhook.id, event: 'email.sent' });
   ids.delivery.push(simulated.delivery.id);
   const event = await call(app, key, 'POST', '/email/events', { event_name: 'lead.created', email: emails[0], idempotency_key: `${tag}-lead`, payload: { source: 'fuzz' } });
@@ -122,7 +123,7 @@ export async function createWorld(opts: { rateLimitPerMinute?: number } = {}): P
     a,
     b,
     tracking,
-    remoteWebhookIds: [a.ids.webhook[0]!, b.ids.webhook[0]!],
+    remoteWebhookIds: [a.ids.webhook[1]!, b.ids.webhook[1]!],
     smtpPort: smtp.port,
     webhookUrls: [receiverUrl, `${receiverUrl}/other`, 'https://127.0.0.2/x', 'https://10.1.2.3/', 'ftp://93.184.215.14/', 'https://[::1]/', 'https://localhost/x', 'not a url'],
     async close() {
