@@ -119,7 +119,11 @@ export async function upsertContacts(tx: Transaction<Database>, teamId: string, 
   const created: SavedRow[] = [];
   const updated: SavedRow[] = [];
   let unchanged = 0;
-  let todo = patches;
+  // In address order: the statement inserts and updates in input order, so
+  // two batches sharing addresses then lock them in one order and wait for each
+  // other instead of deadlocking (opposite orders were a 500 under concurrent
+  // bulk upserts; found by the contract fuzz's concurrent bursts).
+  let todo = [...patches].sort((x, y) => (x.email < y.email ? -1 : x.email > y.email ? 1 : 0));
   for (let attempt = 1; todo.length > 0; attempt++) {
     const r = await upsertOnce(tx, teamId, todo);
     created.push(...r.created);
@@ -192,7 +196,8 @@ export async function unsubscribeContacts(
 ): Promise<{ unsubscribed: number; unchanged: number }> {
   type Row = { outcome: 'changed' | 'pre'; id: string; email: string; unsubscribed_at: Date };
   const changed: Row[] = [];
-  let todo = [...new Set(emails)];
+  // In address order, like upsertContacts: concurrent writers lock in one order.
+  let todo = [...new Set(emails)].sort();
   const total = todo.length;
   for (let attempt = 1; todo.length > 0; attempt++) {
     const { rows } = await tx.executeQuery<Row>(CompiledQuery.raw(UNSUBSCRIBE_SQL, [teamId, todo, reason]));

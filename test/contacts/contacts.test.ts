@@ -129,6 +129,26 @@ describe('contacts: upsert, bulk upsert, unsubscribes', () => {
     assert.deepEqual(rows[0], { n: 1000, s: (999 * 1000) / 2 });
   });
 
+  // Found by the contract fuzz's concurrent bursts: batches sharing addresses in
+  // opposite orders deadlocked in PostgreSQL (40P01), a 500 for one of them.
+  test('concurrent bulk upserts and unsubscribes over the same addresses in opposite orders: all succeed, no deadlock', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const emails = Array.from({ length: 50 }, (_, i) => `dl${String(i).padStart(2, '0')}@example.com`);
+    const reversed = [...emails].reverse();
+    // Before the fix, 40 rounds deadlocked a few times on every run.
+    for (let round = 0; round < 40; round++) {
+      const results = await Promise.all([
+        post(key, 'bulk-upsert', { contacts: emails.map((email) => ({ email, custom_int_1: round })) }),
+        post(key, 'bulk-upsert', { contacts: reversed.map((email) => ({ email, custom_int_2: round })) }),
+        post(key, 'bulk-unsubscribe', { emails: reversed.slice(0, 20) }),
+        post(key, 'upsert', { email: emails[3], first_name: `r${round}` }),
+      ]);
+      for (const res of results) assert.equal(res.statusCode, 200, `round ${round}: ${res.body}`);
+    }
+    const { rows } = await t.database.pool.query('SELECT count(*)::int AS n, min(custom_int_1) AS a, min(custom_int_2) AS b FROM contacts WHERE team_id = $1', [teamId]);
+    assert.deepEqual(rows[0], { n: 50, a: 39, b: 39 });
+  });
+
   test('unsubscribes list: paginated, searchable, every field of 2.5 as strings', async () => {
     const { key } = await makeTeam(t.database.db);
     await post(key, 'bulk-upsert', { contacts: Array.from({ length: 5 }, (_, i) => ({ email: `l${i}@list.io` })) });
