@@ -1,6 +1,7 @@
-// `npm run fuzz [-- --runs N] [--seed S]`: the long contract fuzz (default
-// 20,000 requests) against a fresh database on the PostgreSQL in DATABASE_URL,
-// else an embedded one started here. Prints counts per status and per operation.
+// `npm run fuzz [-- --runs N] [--bursts B] [--seed S]`: the long contract fuzz
+// (default 20,000 requests one at a time, then runs/20 concurrent bursts of
+// writes) against a fresh database on the PostgreSQL in DATABASE_URL, else an
+// embedded one started here. Prints counts per status and per operation.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,7 +9,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startEmbedded } from '../src/db/embedded.ts';
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '20000' }, seed: { type: 'string' }, timeout: { type: 'string', default: '10000' } } });
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '20000' }, bursts: { type: 'string' }, seed: { type: 'string' }, timeout: { type: 'string', default: '10000' } },
+});
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, not ${values.runs}`);
 
@@ -31,6 +34,7 @@ let code = 0;
 try {
   const stats = await runFuzz(world, {
     runs,
+    bursts: values.bursts === undefined ? undefined : Number(values.bursts),
     seed: values.seed === undefined ? undefined : Number(values.seed),
     timeoutMs: Number(values.timeout),
     batch: 500,

@@ -3,7 +3,8 @@
 // through app.inject. The property: every answer is 2xx, 3xx (tracking
 // redirect) or 4xx, a 4xx from the API is the error envelope of decisions.md §1
 // with the status its code maps to, nothing is 5xx, nothing takes longer than
-// the timeout, and the app still answers a ping after every batch.
+// the timeout, and the app still answers a ping after every batch. Requests go
+// one at a time first, then in concurrent bursts of writes.
 import fc from 'fast-check';
 import { ERROR_STATUS } from '../../src/http/errors.ts';
 import { bodyValue, enc, encodeBody, NASTY_STRINGS, pathId, queryString, type Pools, type RawBody, type Schema } from './generate.ts';
@@ -211,7 +212,16 @@ function remember(world: World, live: Live, req: Req, res: { statusCode: number;
   (live.created[team.teamId] ??= []).push(id);
 }
 
-export type FuzzOptions = { runs: number; seed?: number; timeoutMs?: number; batch?: number; log?: (line: string) => void };
+export type FuzzOptions = {
+  /** Requests sent one at a time. */
+  runs: number;
+  /** Concurrent bursts of 2 to 6 writes afterwards (default runs / 20). */
+  bursts?: number;
+  seed?: number;
+  timeoutMs?: number;
+  batch?: number;
+  log?: (line: string) => void;
+};
 
 export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
   const ops = [...operationsOf(world.app.swagger() as never), ...TRACKING_OPS];
@@ -232,9 +242,7 @@ export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
       clearTimeout(timer);
     }
   };
-  let sinceBatch = 0;
-  const property = fc.asyncProperty(requestArbitrary(world, ops, live), async (req) => {
-    const res = await send(req);
+  const record = (req: Req, res: { statusCode: number; body: string; headers: Record<string, unknown> }) => {
     stats.total++;
     stats.byStatus.set(res.statusCode, (stats.byStatus.get(res.statusCode) ?? 0) + 1);
     const perOp = stats.byOperation.get(req.op) ?? new Map<number, number>();
@@ -243,15 +251,38 @@ export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
     const bad = violation(req, res);
     if (bad) throw new Error(`${req.method} ${req.url.slice(0, 300)}: ${bad}`);
     remember(world, live, req, res);
-    if (++sinceBatch >= batch) {
-      sinceBatch = 0;
-      const ping = await send({ op: 'ping', method: 'GET', url: '/public/v1/ping', headers: { 'x-api-key': world.a.key } });
-      if (ping.statusCode !== 200) throw new Error(`the app stopped answering: ping is ${ping.statusCode} ${ping.body}`);
-      opts.log?.(`${stats.total} requests, ${Math.round((Date.now() - started) / 1000)} s`);
-    }
+  };
+  let sinceBatch = 0;
+  const afterRequests = async (n: number) => {
+    sinceBatch += n;
+    if (sinceBatch < batch) return;
+    sinceBatch = 0;
+    const ping = await send({ op: 'ping', method: 'GET', url: '/public/v1/ping', headers: { 'x-api-key': world.a.key } });
+    if (ping.statusCode !== 200) throw new Error(`the app stopped answering: ping is ${ping.statusCode} ${ping.body}`);
+    opts.log?.(`${stats.total} requests, ${Math.round((Date.now() - started) / 1000)} s`);
+  };
+  const one = fc.asyncProperty(requestArbitrary(world, ops, live), async (req) => {
+    record(req, await send(req));
+    await afterRequests(1);
   });
+  // Then bursts of 2 to 6 writes at once: races between transactions (lock
+  // order, unique conflicts) only show under concurrency.
+  const writes = ops.filter((o) => o.method !== 'GET');
+  const writeRequest = requestArbitrary(world, writes, live);
+  const burstOf = fc.oneof(
+    fc.array(writeRequest, { minLength: 2, maxLength: 6 }),
+    // The same request several times at once: idempotency keys, unique conflicts.
+    fc.tuple(writeRequest, fc.integer({ min: 2, max: 4 })).map(([req, n]) => Array.from({ length: n }, () => req)),
+  );
+  const burst = fc.asyncProperty(burstOf, async (reqs) => {
+    const answers = await Promise.all(reqs.map(send));
+    reqs.forEach((req, i) => record(req, answers[i]!));
+    await afterRequests(reqs.length);
+  });
+  const bursts = opts.bursts ?? Math.ceil(opts.runs / 20);
   try {
-    await fc.assert(property, { numRuns: opts.runs, seed, verbose: 1 });
+    await fc.assert(one, { numRuns: opts.runs, seed, verbose: 1 });
+    if (bursts > 0) await fc.assert(burst, { numRuns: bursts, seed, verbose: 1 });
   } catch (err) {
     const cause = (err as Error).cause as Error | undefined;
     const why = cause ? `\nfirst failure: ${cause.message}` : '';
