@@ -23,13 +23,14 @@ describe('contract fuzz', () => {
     assert.ok(ops.some((o) => o.id === 'POST /public/v1/email/contacts/bulk-upsert'));
   });
 
-  test(`${RUNS} generated requests and concurrent bursts: 2xx, 3xx or 4xx with the error envelope, never 5xx, never a hang`, async () => {
+  test(`${RUNS} generated requests and concurrent bursts: 2xx, 3xx or 4xx with the error envelope, never 5xx, never a hang`, async (t) => {
     const stats = await runFuzz(world, { runs: RUNS, seed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined, timeoutMs: 15_000 });
     assert.ok(stats.total >= RUNS, `${stats.total} requests`);
     // Both kinds of answer must be common, or the generators went lopsided.
     const ok = [...stats.byStatus].filter(([s]) => s < 300).reduce((n, [, c]) => n + c, 0);
     assert.ok(ok > stats.total * 0.1, `only ${ok} successful answers:\n${formatStats(stats)}`);
     assert.ok(ok < stats.total * 0.9, `only ${stats.total - ok} error answers:\n${formatStats(stats)}`);
+    t.diagnostic(`${stats.total} requests in ${(stats.ms / 1000).toFixed(1)} s, seed ${stats.seed}`);
     if (process.env.FUZZ_VERBOSE) console.log(formatStats(stats));
   });
 });

@@ -29,7 +29,7 @@ export type Req = {
   payload?: string | Buffer;
 };
 
-export type Stats = { total: number; byStatus: Map<number, number>; byOperation: Map<string, Map<number, number>>; ms: number };
+export type Stats = { seed: number; total: number; byStatus: Map<number, number>; byOperation: Map<string, Map<number, number>>; ms: number };
 
 export function operationsOf(doc: { paths: Record<string, Record<string, any>> }): Operation[] {
   const ops: Operation[] = [];
@@ -226,10 +226,10 @@ export type FuzzOptions = {
 export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
   const ops = [...operationsOf(world.app.swagger() as never), ...TRACKING_OPS];
   const live: Live = { created: {} };
-  const stats: Stats = { total: 0, byStatus: new Map(), byOperation: new Map(), ms: 0 };
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const batch = opts.batch ?? 200;
   const seed = opts.seed ?? Date.now() ^ (Math.random() * 2 ** 31);
+  const stats: Stats = { seed, total: 0, byStatus: new Map(), byOperation: new Map(), ms: 0 };
   const started = Date.now();
   const send = async (req: Req) => {
     let timer: NodeJS.Timeout | undefined;
@@ -293,7 +293,7 @@ export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
 }
 
 export function formatStats(stats: Stats): string {
-  const lines = [`${stats.total} requests in ${(stats.ms / 1000).toFixed(1)} s`, 'by status:'];
+  const lines = [`${stats.total} requests in ${(stats.ms / 1000).toFixed(1)} s (seed ${stats.seed})`, 'by status:'];
   for (const [s, n] of [...stats.byStatus].sort((x, y) => x[0] - y[0])) lines.push(`  ${s}  ${n}`);
   lines.push('by operation:');
   for (const [op, m] of [...stats.byOperation].sort()) {
