@@ -16,6 +16,8 @@ export type Config = {
   bodyLimitBytes: number;
   workerConcurrency: number;
   runWorker: boolean;
+  /** Dashboard sign-in attempts per minute, per client IP and per e-mail address. */
+  signInRateLimitPerMinute: number;
 };
 
 export class ConfigError extends Error {}
@@ -78,8 +80,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const runWorkerRaw = (str(env, 'RUN_WORKER') ?? 'true').toLowerCase();
   if (!['true', 'false', '1', '0'].includes(runWorkerRaw)) throw new ConfigError('RUN_WORKER must be true or false');
   const runWorker = runWorkerRaw === 'true' || runWorkerRaw === '1';
+  const signInRateLimitPerMinute = int(env, 'SIGN_IN_RATE_LIMIT_PER_MINUTE', 10, 1, 10_000);
   return {
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
-    serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker,
+    serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
   };
 }
