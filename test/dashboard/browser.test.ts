@@ -1,0 +1,114 @@
+// The dashboard in a real browser: sign in with the keyboard, create an API key
+// and use it against the public API from this test, revoke it and see the API
+// refuse it, CSRF and team isolation, and a screenshot of each main page
+// (test-results/, an artifact of the run).
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { insertTemplate } from '../campaigns/fixtures.ts';
+import { browserSkipReason, launch, SCREENSHOTS } from './browser.ts';
+import { makeUserTeam, PASSWORD } from './session.ts';
+
+const skip = browserSkipReason();
+if (skip) console.log(`# ${skip}`);
+
+let t: TestApp;
+let browser: Browser;
+let page: Page;
+let base: string;
+
+before(async () => {
+  if (skip) return;
+  t = await buildTestApp({ config: { signInRateLimitPerMinute: 1000 } });
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  base = `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}`;
+  browser = await launch();
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+});
+after(async () => {
+  await browser?.close();
+  await t?.close();
+});
+
+const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `dashboard-${name}.png`), fullPage: true });
+const ping = (key: string) => fetch(`${base}/public/v1/ping`, { headers: { 'x-api-key': key } });
+
+test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, isolation', { skip, timeout: 120_000 }, async () => {
+  const db = t.database.db;
+  const me = await makeUserTeam(db, 'Browser team');
+  await t.app.inject({
+    method: 'POST',
+    url: '/public/v1/email/contacts/bulk-upsert',
+    headers: { 'x-api-key': me.key },
+    payload: { contacts: [{ email: 'ada@example.com', first_name: 'Ada', custom_str_1: 'gold' }, { email: 'bob@example.com', first_name: 'Bob' }], tags: ['vip'] },
+  });
+  const templateId = await insertTemplate(db, me.teamId);
+
+  // Sign in with the keyboard only: the e-mail field has focus on load.
+  await page.goto(`${base}/`);
+  assert.equal(new URL(page.url()).pathname, '/sign-in');
+  await shot('sign-in');
+  await page.keyboard.type(me.email);
+  await page.keyboard.press('Tab');
+  await page.keyboard.type(PASSWORD);
+  await page.keyboard.press('Enter');
+  await page.waitForURL(`${base}/campaigns`);
+  assert.ok(await page.getByText(me.email).isVisible());
+  await shot('campaigns');
+
+  // Developer Tools → API Keys: create, shown once, works against the API.
+  await page.getByRole('link', { name: /API Keys/ }).click();
+  await page.getByLabel('Name').fill('Browser key');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const key = await page.getByLabel('API key').inputValue();
+  assert.match(key, /^plv_live_/);
+  assert.ok(await page.getByText('It will not be shown again').isVisible());
+  await shot('api-key-created');
+  assert.equal((await ping(key)).status, 200);
+  await page.goto(`${base}/developer/api-keys`);
+  assert.equal(await page.getByLabel('API key').count(), 0, 'not shown again');
+
+  // Revoke with confirmation; the API refuses the key at once.
+  await page.getByRole('link', { name: 'Revoke key Browser key' }).click();
+  await shot('api-key-revoke');
+  await page.getByRole('button', { name: 'Revoke key' }).click();
+  await page.waitForURL(/done=revoked/);
+  assert.equal((await ping(key)).status, 401);
+  await shot('api-keys');
+
+  // Contacts: search by e-mail prefix, open one, preview a template for it.
+  await page.getByRole('link', { name: 'Contacts' }).click();
+  await page.getByLabel('E-mail starts with').fill('ad');
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/q=ad/);
+  assert.equal(await page.getByRole('link', { name: 'bob@example.com' }).count(), 0);
+  await shot('contacts');
+  await page.getByRole('link', { name: 'ada@example.com' }).click();
+  assert.ok(await page.getByText('gold').isVisible());
+  await shot('contact');
+  await page.goto(`${base}/templates`);
+  await shot('templates');
+  await page.getByRole('link', { name: /Preview/ }).first().click();
+  await page.getByLabel(/Preview for the contact/).fill('ada@example.com');
+  await page.getByRole('button', { name: 'Preview' }).click();
+  const frame = page.frameLocator('iframe.preview');
+  assert.match(await frame.locator('body').innerText(), /Hi Ada/);
+  await shot('template-preview');
+
+  // CSRF: a form post with this browser's session but no token is refused.
+  const forged = await page.request.post(`${base}/developer/api-keys`, { form: { name: 'forged' }, maxRedirects: 0 });
+  assert.equal(forged.status(), 403);
+
+  // Another team's pages are 404.
+  const other = await makeTeam(db, 'Other team');
+  const theirs = await db.insertInto('contacts').values({ team_id: other.teamId, email: 'theirs@example.com' }).returning('id').executeTakeFirstOrThrow();
+  const theirTemplate = await insertTemplate(db, other.teamId);
+  for (const url of [`/contacts/${theirs.id}`, `/templates/${theirTemplate}`, `/developer/api-keys/${other.keyId}/revoke`]) {
+    const res = await page.goto(`${base}${url}`);
+    assert.equal(res?.status(), 404, url);
+  }
+  await shot('not-found');
+  assert.ok(templateId);
+});
