@@ -21,6 +21,7 @@ import { dashboardRoutes } from './dashboard/plugin.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
+import { webhooksRoutes } from './webhooks/routes.ts';
 
 export type AppDeps = {
   config: Config;
@@ -116,6 +117,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(templatesRoutes, { prefix: '/email/templates' });
       await api.register(mailAccountsRoutes, { prefix: '/email/mail-accounts' });
       await api.register(campaignsRoutes, { prefix: '/email/campaigns' });
+      await api.register(webhooksRoutes, { prefix: '/webhooks' });
     },
     { prefix: '/public/v1' },
   );

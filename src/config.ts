@@ -1,6 +1,7 @@
 // Environment parsing and validation, done once at start-up. A bad value stops
 // the start with a message naming the variable.
 import { isAbsolute, resolve } from 'node:path';
+import { parseAllowList } from './webhooks/guard.ts';
 
 export type Config = {
   port: number;
@@ -18,6 +19,16 @@ export type Config = {
   runWorker: boolean;
   /** Dashboard sign-in attempts per minute, per client IP and per e-mail address. */
   signInRateLimitPerMinute: number;
+  /** Per delivery attempt. */
+  webhookTimeoutMs: number;
+  /** Seconds before attempts 2..7 (interface.md 6.5). */
+  webhookRetryDelays: number[];
+  /** Host names, IPs and CIDRs that may be webhook targets although not public (and may use http). */
+  webhookAllowedTargets: string[];
+  /** A worker process silent this long is dead: its jobs are unlocked. */
+  workerDeadAfterS: number;
+  /** Deliveries in flight per worker process. */
+  webhookConcurrency: number;
 };
 
 export class ConfigError extends Error {}
@@ -53,6 +64,17 @@ function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string 
   return v;
 }
 
+// Six delays in seconds (decimals allowed, so tests can compress the schedule).
+function retryDelays(env: NodeJS.ProcessEnv, name: string, fallback: number[]): number[] {
+  const raw = str(env, name);
+  if (raw === undefined) return fallback;
+  const parts = raw.split(',').map((x) => x.trim());
+  if (parts.length !== fallback.length || parts.some((x) => !/^\d+(\.\d+)?$/.test(x) || Number(x) > 86_400)) {
+    throw new ConfigError(`${name} must be ${fallback.length} comma-separated delays in seconds (0 to 86400), got "${raw}"`);
+  }
+  return parts.map(Number);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = int(env, 'PORT', 3000, 0, 65535);
   const host = str(env, 'HOST') ?? '0.0.0.0';
@@ -81,8 +103,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!['true', 'false', '1', '0'].includes(runWorkerRaw)) throw new ConfigError('RUN_WORKER must be true or false');
   const runWorker = runWorkerRaw === 'true' || runWorkerRaw === '1';
   const signInRateLimitPerMinute = int(env, 'SIGN_IN_RATE_LIMIT_PER_MINUTE', 10, 1, 10_000);
+  const workerDeadAfterS = int(env, 'WORKER_DEAD_AFTER_S', 30, 3, 3600);
+  const webhookTimeoutMs = int(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000);
+  const webhookRetryDelays = retryDelays(env, 'WEBHOOK_RETRY_DELAYS', [30, 120, 600, 1800, 7200, 21600]);
+  const webhookAllowedTargets = (str(env, 'WEBHOOK_ALLOWED_TARGETS') ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  try {
+    parseAllowList(webhookAllowedTargets);
+  } catch (e) {
+    throw new ConfigError(`WEBHOOK_ALLOWED_TARGETS: ${(e as Error).message}`);
+  }
+  const webhookConcurrency = int(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000);
   return {
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
+    workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, webhookAllowedTargets, webhookConcurrency,
   };
 }

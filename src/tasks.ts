@@ -3,12 +3,15 @@ import type { TaskList } from 'graphile-worker';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import { processEventsTask, type EventHandler } from './events/process.ts';
+import { enqueueDeliveries } from './webhooks/deliveries.ts';
 
 export type TaskDeps = { db: Db; config: Config };
 
 export function buildTaskList(deps: TaskDeps): TaskList {
   // Handlers of emitted events, in order. Webhook fan-out and campaign triggers go here.
-  const eventHandlers: EventHandler[] = [];
+  const eventHandlers: EventHandler[] = [
+    async (events) => void (await enqueueDeliveries(deps.db, events)),
+  ];
   return {
     process_events: processEventsTask(deps.db, eventHandlers),
   };

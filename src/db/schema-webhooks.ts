@@ -1,3 +1,47 @@
-// Row types of the Webhooks (issue 4) tables, joined into Database in schema.ts.
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface WebhookTables {}
+// Row types of the webhook tables (migration 0003), joined into Database in schema.ts.
+import type { ColumnType, Generated } from 'kysely';
+import type { Json, NullableTs, Ts } from './schema.ts';
+
+export interface WebhooksTable {
+  id: Generated<string>;
+  team_id: string;
+  url: string;
+  events: string[];
+  secret_enc: Buffer;
+  is_enabled: Generated<boolean>;
+  source: string | null;
+  description: string | null;
+  disabled_reason: string | null;
+  last_success_at: NullableTs;
+  created_at: Ts;
+  updated_at: Ts;
+}
+
+export type AttemptLogEntry = { at: string; response_code: number | null; duration_ms: number; error: string | null };
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  team_id: string;
+  webhook_id: string;
+  event_id: string | null;
+  event: string;
+  payload: Json<Record<string, unknown>>;
+  status: Generated<'pending' | 'success' | 'failed'>;
+  attempts: Generated<number>;
+  sequence_attempts: Generated<number>;
+  max_attempts: Generated<number>;
+  attempted_at: ColumnType<Date[], Date[] | undefined, Date[]>;
+  attempt_log: Json<AttemptLogEntry[]>;
+  response_code: number | null;
+  response_body: string | null;
+  last_error: string | null;
+  next_attempt_at: NullableTs;
+  locked_until: NullableTs;
+  created_at: Ts;
+  updated_at: Ts;
+}
+
+export interface WebhookTables {
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+}

@@ -1,0 +1,257 @@
+// The delivery log as a queue: fan-out inserts one row per (event, webhook),
+// dispatchers claim due rows in batches with a lease and write each attempt's
+// result back in one set-based statement. All SQL of deliveries lives here.
+import { sql, type Selectable } from 'kysely';
+import type { Db } from '../db/pool.ts';
+import type { AttemptLogEntry, WebhookDeliveriesTable } from '../db/schema-webhooks.ts';
+import type { EventRow } from '../events/process.ts';
+import { DELIVERY_CHANNEL } from './queries.ts';
+
+export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+
+/** Retry-After is honoured up to this long (interface.md's longest delay). */
+export const MAX_RETRY_AFTER_S = 6 * 3600;
+/** Response bodies are kept up to this many bytes. */
+export const RESPONSE_BODY_LIMIT = 4096;
+
+export type DeliveryView = {
+  id: string;
+  webhook_id: string;
+  event: string;
+  payload: Record<string, unknown>;
+  status: 'pending' | 'success' | 'failed';
+  response_code: number | null;
+  response_body: string | null;
+  attempts: number;
+  attempted_at: string[];
+  attempt_log: AttemptLogEntry[];
+  next_attempt_at: string | null;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+};
+
+export function toDeliveryView(row: DeliveryRow): DeliveryView {
+  return {
+    id: row.id,
+    webhook_id: row.webhook_id,
+    event: row.event,
+    payload: row.payload,
+    status: row.status,
+    response_code: row.response_code,
+    response_body: row.response_body,
+    attempts: row.attempts,
+    attempted_at: row.attempted_at.map((d) => d.toISOString()),
+    attempt_log: row.attempt_log,
+    next_attempt_at: row.next_attempt_at ? row.next_attempt_at.toISOString() : null,
+    last_error: row.last_error,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+/**
+ * Fan-out: one delivery per (event, enabled subscribed webhook of its team), in
+ * one statement per event batch. Idempotent: UNIQUE (event_id, webhook_id) makes
+ * a retried job insert nothing twice. The envelope (interface.md 6.2) is built
+ * here once; its id is the delivery id, so every retry and resend repeats it.
+ */
+export async function enqueueDeliveries(db: Db, events: Pick<EventRow, 'id'>[]): Promise<number> {
+  if (events.length === 0) return 0;
+  const ids = events.map((e) => e.id);
+  return db.transaction().execute(async (tx) => {
+    const res = await sql`
+      WITH ev AS (
+        SELECT e.id AS event_id, e.team_id, e.payload, e.occurred_at,
+               CASE WHEN e.name LIKE 'email.%' THEN e.name ELSE 'email.' || e.name END AS hook_event
+        FROM events e
+        WHERE e.id = ANY(${ids}::uuid[])
+      ), pairs AS (
+        SELECT plover_uuid_v7() AS id, ev.*, w.id AS webhook_id
+        FROM ev JOIN webhooks w ON w.team_id = ev.team_id AND w.is_enabled AND ev.hook_event = ANY (w.events)
+      )
+      INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, event, payload, next_attempt_at)
+      SELECT id, team_id, webhook_id, event_id, hook_event,
+             json_build_object('id', id, 'event', hook_event, 'team_id', team_id,
+               'timestamp', to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+               'payload', payload),
+             now()
+      FROM pairs
+      ON CONFLICT (event_id, webhook_id) DO NOTHING`.execute(tx);
+    const n = Number(res.numAffectedRows ?? 0);
+    if (n > 0) await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
+    return n;
+  });
+}
+
+export type ClaimedDelivery = {
+  id: string;
+  team_id: string;
+  webhook_id: string;
+  payload: Record<string, unknown>;
+  sequence_attempts: number;
+  max_attempts: number;
+  url: string;
+  secret_enc: Buffer;
+  lease: Date;
+};
+
+/**
+ * Claims up to `limit` due deliveries of enabled webhooks for `leaseMs`. SKIP
+ * LOCKED lets many dispatchers claim side by side without waiting on each other;
+ * the lease makes a claim by a killed worker claimable again once it runs out.
+ */
+export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  const { rows } = await sql<ClaimedDelivery>`
+    WITH due AS (
+      SELECT d.id
+      FROM webhook_deliveries d
+      JOIN webhooks w ON w.id = d.webhook_id AND w.is_enabled
+      WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+        AND (d.locked_until IS NULL OR d.locked_until < now())
+      ORDER BY d.next_attempt_at
+      LIMIT ${limit}
+      FOR UPDATE OF d SKIP LOCKED
+    )
+    UPDATE webhook_deliveries d
+    SET locked_until = date_trunc('milliseconds', now() + ${leaseMs} * interval '1 millisecond')
+    FROM due, webhooks w
+    WHERE d.id = due.id AND w.id = d.webhook_id
+    RETURNING d.id, d.team_id, d.webhook_id, d.payload, d.sequence_attempts, d.max_attempts, w.url, w.secret_enc,
+              d.locked_until AS lease`.execute(db);
+  return rows;
+}
+
+/** Seconds until the next delivery of an enabled webhook falls due (null: none pending). */
+export async function secondsUntilNextDue(db: Db): Promise<number | null> {
+  const { rows } = await sql<{ s: number | null }>`
+    SELECT extract(epoch FROM min(greatest(d.next_attempt_at, coalesce(d.locked_until, d.next_attempt_at))) - now())::float8 AS s
+    FROM webhook_deliveries d
+    JOIN webhooks w ON w.id = d.webhook_id AND w.is_enabled
+    WHERE d.status = 'pending' AND d.next_attempt_at IS NOT NULL`.execute(db);
+  return rows[0]?.s ?? null;
+}
+
+export type AttemptResult = {
+  id: string;
+  webhook_id: string;
+  lease: Date;
+  at: Date;
+  status: 'pending' | 'success' | 'failed';
+  response_code: number | null;
+  response_body: string | null;
+  error: string | null;
+  duration_ms: number;
+  next_attempt_at: Date | null;
+  /** The receiver answered 410 Gone: disable the webhook. */
+  gone: boolean;
+};
+
+/**
+ * Records a batch of attempts in one statement, only where the claim is still
+ * ours (same lease): a resend or a re-claim after an expired lease wins.
+ * Successes stamp last_success_at; a 410 disables its webhook.
+ */
+export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<void> {
+  if (results.length === 0) return;
+  const rows = results.map((r) => ({
+    id: r.id,
+    lease: r.lease.toISOString(),
+    at: r.at.toISOString(),
+    status: r.status,
+    code: r.response_code,
+    body: r.response_body,
+    error: r.error,
+    duration_ms: r.duration_ms,
+    next_at: r.next_attempt_at ? r.next_attempt_at.toISOString() : null,
+  }));
+  const successes = [...new Set(results.filter((r) => r.status === 'success').map((r) => r.webhook_id))];
+  const gone = [...new Set(results.filter((r) => r.gone).map((r) => r.webhook_id))];
+  await db.transaction().execute(async (tx) => {
+    await sql`
+      UPDATE webhook_deliveries d SET
+        status = r.status,
+        attempts = d.attempts + 1,
+        sequence_attempts = d.sequence_attempts + 1,
+        attempted_at = d.attempted_at || r.at,
+        attempt_log = d.attempt_log || jsonb_build_array(jsonb_build_object(
+          'at', to_char(r.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+          'response_code', r.code, 'duration_ms', r.duration_ms, 'error', r.error)),
+        response_code = r.code,
+        response_body = r.body,
+        last_error = r.error,
+        next_attempt_at = r.next_at,
+        locked_until = NULL,
+        updated_at = now()
+      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        AS r(id uuid, lease timestamptz, at timestamptz, status text, code int, body text, error text, duration_ms int, next_at timestamptz)
+      WHERE d.id = r.id AND d.locked_until = r.lease`.execute(tx);
+    if (successes.length > 0) {
+      const lastAt = new Date(Math.max(...results.filter((r) => r.status === 'success').map((r) => r.at.getTime()))).toISOString();
+      await sql`
+        UPDATE webhooks SET last_success_at = greatest(coalesce(last_success_at, '-infinity'), ${lastAt}::timestamptz)
+        WHERE id = ANY(${successes}::uuid[])`.execute(tx);
+    }
+    if (gone.length > 0) {
+      await sql`
+        UPDATE webhooks SET is_enabled = false, disabled_reason = 'the receiver answered 410 Gone', updated_at = now()
+        WHERE id = ANY(${gone}::uuid[]) AND is_enabled`.execute(tx);
+    }
+  });
+}
+
+export type DeliveryFilter = { status?: 'pending' | 'success' | 'failed'; event?: string; page: number; perPage: number };
+
+export async function listDeliveries(db: Db, teamId: string, webhookId: string, f: DeliveryFilter) {
+  let q = db.selectFrom('webhook_deliveries').where('team_id', '=', teamId).where('webhook_id', '=', webhookId);
+  if (f.status) q = q.where('status', '=', f.status);
+  if (f.event) q = q.where('event', '=', f.event);
+  const [rows, total] = await Promise.all([
+    q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(f.perPage).offset((f.page - 1) * f.perPage).execute(),
+    q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
+  ]);
+  return { rows, total: Number(total.n) };
+}
+
+/** Starts a fresh attempt sequence for the same envelope id, due now. */
+export async function resendDelivery(db: Db, teamId: string, webhookId: string, id: string): Promise<DeliveryRow | undefined> {
+  return db.transaction().execute(async (tx) => {
+    const row = await tx
+      .updateTable('webhook_deliveries')
+      .set({
+        status: 'pending',
+        sequence_attempts: 0,
+        max_attempts: 7,
+        next_attempt_at: sql<Date>`now()`,
+        locked_until: null,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('team_id', '=', teamId)
+      .where('webhook_id', '=', webhookId)
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirst();
+    if (row) await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
+    return row;
+  });
+}
+
+/**
+ * A simulated delivery: logged like any other, a single attempt made at once by
+ * the caller (leased to it for `leaseMs`, so no dispatcher picks it up).
+ */
+export async function insertSimulatedDelivery(
+  db: Db,
+  d: { id: string; teamId: string; webhookId: string; event: string; envelope: Record<string, unknown>; leaseMs: number },
+): Promise<{ lease: Date }> {
+  const { rows } = await sql<{ lease: Date }>`
+    INSERT INTO webhook_deliveries (id, team_id, webhook_id, event, payload, max_attempts, next_attempt_at, locked_until)
+    VALUES (${d.id}, ${d.teamId}, ${d.webhookId}, ${d.event}, ${JSON.stringify(d.envelope)}::json, 1, now(),
+            date_trunc('milliseconds', now() + ${d.leaseMs} * interval '1 millisecond'))
+    RETURNING locked_until AS lease`.execute(db);
+  return rows[0]!;
+}
+
+export async function findDelivery(db: Db, teamId: string, id: string): Promise<DeliveryRow | undefined> {
+  return db.selectFrom('webhook_deliveries').selectAll().where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+}

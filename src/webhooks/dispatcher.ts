@@ -1,0 +1,219 @@
+// The delivery dispatcher, one per worker process. It claims due deliveries in
+// batches (one statement), sends them concurrently, and writes results back in
+// batches (one statement per flush). It sleeps until a NOTIFY (new deliveries,
+// an enable, a resend) or until the next retry falls due.
+//
+// Why not one graphile-worker job per attempt: a job locked by a killed worker
+// stays locked for 4 hours (graphile-worker's job expiry), and per-job claim and
+// completion cost four statements per delivery; the batch claim with a lease
+// recovers a killed worker's deliveries after one lease and needs two
+// statements per batch.
+import type { FastifyBaseLogger } from 'fastify';
+import type pg from 'pg';
+import type { Agent } from 'undici';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/pool.ts';
+import type { SecretBox } from '../lib/secrets.ts';
+import { attemptDelivery, deliveryAgent, nextAttemptAt } from './deliver.ts';
+import { claimDueDeliveries, recordAttempts, secondsUntilNextDue, type AttemptResult, type ClaimedDelivery } from './deliveries.ts';
+import { parseAllowList, type AllowList } from './guard.ts';
+import { DELIVERY_CHANNEL, webhookSecretBox } from './queries.ts';
+
+type Logger = Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
+
+const MAX_CLAIM = 500;
+const FLUSH_EVERY_MS = 25;
+const FLUSH_AT = 200;
+// Even without a NOTIFY (e.g. a lost LISTEN connection) due work is found this often.
+const MAX_SLEEP_MS = 5_000;
+
+export class WebhookDispatcher {
+  private readonly db: Db;
+  private readonly pool: pg.Pool;
+  private readonly config: Config;
+  private readonly log: Logger;
+  private readonly allow: AllowList;
+  private readonly box: SecretBox;
+  private readonly agent: Agent;
+  private readonly leaseMs: number;
+  private running = false;
+  private inFlight = 0;
+  private results: AttemptResult[] = [];
+  private flushTimer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> = Promise.resolve();
+  private wake: (() => void) | null = null;
+  private listener: pg.PoolClient | null = null;
+  private loopDone: Promise<void> = Promise.resolve();
+
+  constructor(deps: { db: Db; pool: pg.Pool; config: Config; log: Logger }) {
+    this.db = deps.db;
+    this.pool = deps.pool;
+    this.config = deps.config;
+    this.log = deps.log;
+    this.allow = parseAllowList(deps.config.webhookAllowedTargets);
+    this.box = webhookSecretBox(deps.config.appSecret);
+    this.agent = deliveryAgent(this.allow, deps.config.webhookTimeoutMs);
+    // An attempt cannot outlive its timeout; the rest covers recording it. A
+    // killed worker's claims are retried once this runs out.
+    this.leaseMs = 2 * deps.config.webhookTimeoutMs + 5_000;
+  }
+
+  async start(): Promise<void> {
+    this.running = true;
+    await this.listen();
+    this.loopDone = this.loop();
+  }
+
+  /** Stops claiming, lets attempts in flight finish (bounded by the timeout) and records them. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.poke();
+    await this.loopDone;
+    while (this.inFlight > 0) await new Promise((r) => setTimeout(r, 20));
+    await this.flush();
+    if (this.listener) {
+      this.listener.removeAllListeners('notification');
+      await this.listener.query(`UNLISTEN ${DELIVERY_CHANNEL}`).catch(() => {});
+      this.listener.release();
+      this.listener = null;
+    }
+    await this.agent.close();
+  }
+
+  private async listen(): Promise<void> {
+    try {
+      const client = await this.pool.connect();
+      client.on('notification', () => this.poke());
+      client.on('error', (err) => {
+        this.log.warn({ err }, 'webhook dispatcher lost its LISTEN connection; polling until it is back');
+        this.listener = null;
+        client.release(err);
+        setTimeout(() => this.running && this.listen(), 1_000);
+      });
+      await client.query(`LISTEN ${DELIVERY_CHANNEL}`);
+      this.listener = client;
+      this.poke();
+    } catch (err) {
+      this.log.warn({ err }, 'webhook dispatcher could not LISTEN; retrying');
+      setTimeout(() => this.running && this.listen(), 1_000);
+    }
+  }
+
+  private poke(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wake = null;
+        resolve();
+      }, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  private async loop(): Promise<void> {
+    while (this.running) {
+      const free = this.config.webhookConcurrency - this.inFlight;
+      if (free <= 0) {
+        await this.sleep(MAX_SLEEP_MS); // woken when an attempt finishes
+        continue;
+      }
+      let claimed: ClaimedDelivery[] = [];
+      try {
+        claimed = await claimDueDeliveries(this.db, Math.min(free, MAX_CLAIM), this.leaseMs);
+      } catch (err) {
+        this.log.error({ err }, 'claiming webhook deliveries failed; retrying');
+        await this.sleep(1_000);
+        continue;
+      }
+      for (const d of claimed) this.send(d);
+      if (claimed.length === Math.min(free, MAX_CLAIM)) continue; // there may be more due right now
+      let wait = MAX_SLEEP_MS;
+      try {
+        const s = await secondsUntilNextDue(this.db);
+        if (s !== null) wait = Math.min(MAX_SLEEP_MS, Math.max(0, Math.ceil(s * 1000)));
+      } catch {
+        // the next loop's claim reports database trouble
+      }
+      if (wait > 0 && this.running) await this.sleep(wait);
+    }
+  }
+
+  private send(d: ClaimedDelivery): void {
+    this.inFlight++;
+    let secret: string;
+    try {
+      secret = this.box.open(d.secret_enc);
+    } catch (err) {
+      this.log.error({ err, delivery_id: d.id }, 'cannot decrypt webhook secret (was APP_SECRET changed?)');
+      this.inFlight--;
+      return;
+    }
+    attemptDelivery({
+      agent: this.agent,
+      allow: this.allow,
+      url: d.url,
+      secret,
+      envelope: d.payload,
+      timeoutMs: this.config.webhookTimeoutMs,
+      userAgent: `${this.config.serviceName}/1.0`,
+    })
+      .then((o) => {
+        const attemptNo = d.sequence_attempts + 1;
+        const next = o.ok ? null : nextAttemptAt(attemptNo, d.max_attempts, this.config.webhookRetryDelays, o);
+        this.results.push({
+          id: d.id,
+          webhook_id: d.webhook_id,
+          lease: d.lease,
+          at: o.at,
+          status: o.ok ? 'success' : next ? 'pending' : 'failed',
+          response_code: o.response_code,
+          response_body: o.response_body,
+          error: o.error,
+          duration_ms: o.duration_ms,
+          next_attempt_at: next,
+          gone: o.gone,
+        });
+        this.scheduleFlush();
+      })
+      .finally(() => {
+        this.inFlight--;
+        this.poke();
+      });
+  }
+
+  private scheduleFlush(): void {
+    if (this.results.length >= FLUSH_AT) {
+      void this.flush();
+      return;
+    }
+    this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_EVERY_MS);
+  }
+
+  /** Writes collected results; on a database error they are kept and retried. */
+  flush(): Promise<void> {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    this.flushing = this.flushing.then(async () => {
+      if (this.results.length === 0) return;
+      const batch = this.results;
+      this.results = [];
+      try {
+        await recordAttempts(this.db, batch);
+        this.poke(); // retries may now be the next thing due
+      } catch (err) {
+        this.log.error({ err, count: batch.length }, 'recording webhook attempts failed; will retry');
+        this.results = batch.concat(this.results);
+        if (this.running) this.flushTimer ??= setTimeout(() => void this.flush(), 1_000);
+      }
+    });
+    return this.flushing;
+  }
+}

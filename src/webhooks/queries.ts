@@ -1,0 +1,181 @@
+// Webhook management (decisions.md §8). The limit of 10 enabled webhooks per
+// team is checked under a row lock on the team, so concurrent creates and
+// enables of one team run one after another and no race lets an 11th through.
+import { sql, type Selectable, type Transaction } from 'kysely';
+import type { Db } from '../db/pool.ts';
+import type { Database } from '../db/schema.ts';
+import type { WebhooksTable } from '../db/schema-webhooks.ts';
+import { AppError } from '../http/errors.ts';
+import { SecretBox } from '../lib/secrets.ts';
+import { newWebhookSecret } from './signing.ts';
+
+export const MAX_ENABLED_WEBHOOKS = 10;
+/** NOTIFY channel that wakes the delivery dispatchers. */
+export const DELIVERY_CHANNEL = 'plover_webhook_deliveries';
+
+export type WebhookRow = Selectable<WebhooksTable>;
+
+export type WebhookView = {
+  id: string;
+  url: string;
+  events: string[];
+  secret?: string;
+  is_enabled: boolean;
+  source: string | null;
+  locked: boolean;
+  description: string | null;
+  last_success_at: string | null;
+  created_at: string;
+  updated_at: string;
+};
+
+export type WebhookInput = {
+  url: string;
+  events: string[];
+  source?: string | null;
+  description?: string | null;
+  is_enabled?: boolean;
+};
+
+export type WebhookPatch = Partial<WebhookInput>;
+
+export function webhookSecretBox(appSecret: string | undefined): SecretBox {
+  // main.ts always supplies one (APP_SECRET, or the embedded database's own).
+  if (!appSecret) throw new Error('APP_SECRET is not configured');
+  return new SecretBox(appSecret, 'webhook-secret');
+}
+
+export function toWebhookView(row: WebhookRow, box: SecretBox | null): WebhookView {
+  return {
+    id: row.id,
+    url: row.url,
+    events: row.events,
+    ...(box ? { secret: box.open(row.secret_enc) } : {}),
+    is_enabled: row.is_enabled,
+    source: row.source,
+    locked: row.source !== null,
+    description: row.description,
+    last_success_at: row.last_success_at ? row.last_success_at.toISOString() : null,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+function limitExceeded(): AppError {
+  return new AppError(
+    'MAX_WEBHOOKS_EXCEEDED',
+    `a team can have at most ${MAX_ENABLED_WEBHOOKS} enabled webhooks; disable or delete one first`,
+  );
+}
+
+async function lockTeamAndCountEnabled(tx: Transaction<Database>, teamId: string): Promise<number> {
+  await sql`SELECT 1 FROM teams WHERE id = ${teamId} FOR UPDATE`.execute(tx);
+  const { rows } = await sql<{ n: number }>`
+    SELECT count(*)::int AS n FROM webhooks WHERE team_id = ${teamId} AND is_enabled`.execute(tx);
+  return rows[0]!.n;
+}
+
+/** Events are stored once each, in catalog order of first mention. */
+function uniqueEvents(events: string[]): string[] {
+  return [...new Set(events)];
+}
+
+export async function createWebhook(db: Db, box: SecretBox, teamId: string, input: WebhookInput): Promise<WebhookRow> {
+  const enabled = input.is_enabled ?? true;
+  return db.transaction().execute(async (tx) => {
+    if (enabled && (await lockTeamAndCountEnabled(tx, teamId)) >= MAX_ENABLED_WEBHOOKS) throw limitExceeded();
+    return tx
+      .insertInto('webhooks')
+      .values({
+        team_id: teamId,
+        url: input.url,
+        events: uniqueEvents(input.events),
+        secret_enc: box.seal(newWebhookSecret()),
+        is_enabled: enabled,
+        source: input.source ?? null,
+        description: input.description ?? null,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  });
+}
+
+export async function findWebhook(db: Db | Transaction<Database>, teamId: string, id: string): Promise<WebhookRow | undefined> {
+  return db.selectFrom('webhooks').selectAll().where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+}
+
+export async function listWebhooks(db: Db, teamId: string, opts: { page: number; perPage: number }) {
+  const [rows, total] = await Promise.all([
+    db
+      .selectFrom('webhooks')
+      .selectAll()
+      .where('team_id', '=', teamId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(opts.perPage)
+      .offset((opts.page - 1) * opts.perPage)
+      .execute(),
+    db.selectFrom('webhooks').select((eb) => eb.fn.countAll<number>().as('n')).where('team_id', '=', teamId).executeTakeFirstOrThrow(),
+  ]);
+  return { rows, total: Number(total.n) };
+}
+
+/**
+ * Applies a patch. `is_enabled: true` on a disabled webhook is an enable: limit
+ * check and a new secret; nothing else changes the secret. Enabling wakes the
+ * dispatchers so deliveries paused while disabled go out at once.
+ */
+export async function updateWebhook(
+  db: Db,
+  box: SecretBox,
+  teamId: string,
+  id: string,
+  patch: WebhookPatch,
+): Promise<WebhookRow | undefined> {
+  return db.transaction().execute(async (tx) => {
+    const enabling = patch.is_enabled === true;
+    const enabledCount = enabling ? await lockTeamAndCountEnabled(tx, teamId) : 0;
+    const current = await tx
+      .selectFrom('webhooks')
+      .selectAll()
+      .where('team_id', '=', teamId)
+      .where('id', '=', id)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!current) return undefined;
+    const turnsOn = enabling && !current.is_enabled;
+    const turnsOff = patch.is_enabled === false && current.is_enabled;
+    if (turnsOn && enabledCount >= MAX_ENABLED_WEBHOOKS) throw limitExceeded();
+    const changes: Record<string, unknown> = {};
+    if (patch.url !== undefined) changes.url = patch.url;
+    if (patch.events !== undefined) changes.events = uniqueEvents(patch.events);
+    if (patch.source !== undefined) changes.source = patch.source;
+    if (patch.description !== undefined) changes.description = patch.description;
+    if (turnsOn) {
+      changes.is_enabled = true;
+      changes.secret_enc = box.seal(newWebhookSecret());
+      changes.disabled_reason = null;
+    }
+    if (turnsOff) changes.is_enabled = false;
+    if (Object.keys(changes).length === 0) return current;
+    const row = await tx
+      .updateTable('webhooks')
+      .set({ ...changes, updated_at: sql<Date>`now()` })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (turnsOn) await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
+    return row;
+  });
+}
+
+/** Deletes the webhook; its deliveries go with it (pending ones are cancelled). */
+export async function deleteWebhook(db: Db, teamId: string, id: string): Promise<boolean> {
+  const res = await db.deleteFrom('webhooks').where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+  return Number(res.numDeletedRows) > 0;
+}
+
+/** The webhook's current signing secret (dispatcher and simulate). */
+export function openSecret(box: SecretBox, row: Pick<WebhookRow, 'secret_enc'>): string {
+  return box.open(row.secret_enc);
+}

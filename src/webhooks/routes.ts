@@ -1,0 +1,310 @@
+// Webhook API (interface.md 4.8, decisions.md §8): management, delivery log,
+// resend and simulate. Registered at /public/v1/webhooks.
+import { randomUUID } from 'node:crypto';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import type { Agent } from 'undici';
+import { notFound, validationFailed } from '../http/errors.ts';
+import { Ok, pageMeta, withErrors } from '../http/schemas.ts';
+import { samplePayload, type WebhookEvent } from './catalog.ts';
+import { attemptDelivery, deliveryAgent } from './deliver.ts';
+import {
+  findDelivery,
+  insertSimulatedDelivery,
+  listDeliveries,
+  recordAttempts,
+  resendDelivery,
+  toDeliveryView,
+} from './deliveries.ts';
+import { checkTargetUrl, parseAllowList } from './guard.ts';
+import {
+  createWebhook,
+  deleteWebhook,
+  findWebhook,
+  listWebhooks,
+  openSecret,
+  toWebhookView,
+  updateWebhook,
+  webhookSecretBox,
+  type WebhookPatch,
+} from './queries.ts';
+import {
+  CreateWebhookBody,
+  DeliveryListResponse,
+  DeliveryParams,
+  DeliveryResponse,
+  ListDeliveriesQuery,
+  ListWebhooksQuery,
+  SimulateBody,
+  SimulateResponse,
+  UpdateWebhookBody,
+  WebhookListResponse,
+  WebhookParams,
+  WebhookResponse,
+} from './schemas.ts';
+
+const TAGS = ['webhooks'];
+
+/** A malformed id names no webhook of this team: 404, like any unknown id. */
+function rejectInvalidId(request: FastifyRequest, what = 'webhook'): void {
+  const err = request.validationError;
+  if (!err) return;
+  if ((err as { validationContext?: string }).validationContext === 'params') throw notFound(what);
+  throw err;
+}
+
+export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { config, db } = app.deps;
+  const allow = parseAllowList(config.webhookAllowedTargets);
+  const box = () => webhookSecretBox(config.appSecret);
+  // Simulate sends from the API process; its agent has the same connect-time guard.
+  let agent: Agent | undefined;
+  app.addHook('onClose', async () => agent?.close());
+
+  async function assertTarget(url: string | undefined): Promise<void> {
+    if (url === undefined) return;
+    const problem = await checkTargetUrl(url, allow);
+    if (problem) throw validationFailed([{ field: 'url', message: problem }], 'invalid webhook URL');
+  }
+
+  app.get(
+    '',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'List webhooks',
+        description: "The team's webhooks, newest first (no secrets in the list).",
+        querystring: ListWebhooksQuery,
+        response: withErrors({ 200: WebhookListResponse }),
+      },
+    },
+    async (request) => {
+      const page = request.query.page ?? 1;
+      const perPage = request.query.per_page ?? 20;
+      const { rows, total } = await listWebhooks(db, request.auth!.teamId, { page, perPage });
+      return { ok: true as const, webhooks: rows.map((r) => toWebhookView(r, null)), meta: pageMeta(page, perPage, total) };
+    },
+  );
+
+  app.post(
+    '',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Create a webhook',
+        description:
+          'Creates a webhook with a new random secret (returned here). `url` must be https and resolve only to public addresses. ' +
+          'Creating an enabled webhook beyond 10 enabled per team is 422 `MAX_WEBHOOKS_EXCEEDED`.',
+        body: CreateWebhookBody,
+        response: withErrors({ 201: WebhookResponse }),
+      },
+    },
+    async (request, reply) => {
+      await assertTarget(request.body.url);
+      const b = box();
+      const row = await createWebhook(db, b, request.auth!.teamId, request.body);
+      return reply.code(201).send({ ok: true as const, webhook: toWebhookView(row, b) as never });
+    },
+  );
+
+  app.post(
+    '/simulate',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Send a test event',
+        description:
+          'With `webhook_id`: one signed delivery of a sample envelope is sent now (single attempt, no retries), logged like any ' +
+          'delivery, and returned with the receiver\'s response code. Without: the sample envelope is returned.',
+        body: SimulateBody,
+        response: withErrors({ 200: SimulateResponse }, [404]),
+      },
+    },
+    async (request) => {
+      const teamId = request.auth!.teamId;
+      const event = request.body.event as WebhookEvent;
+      const id = randomUUID();
+      const envelope = { id, event, team_id: teamId, timestamp: new Date().toISOString(), payload: samplePayload(event) };
+      if (request.body.webhook_id === undefined) return { ok: true as const, payload: envelope } as never;
+      const hook = await findWebhook(db, teamId, request.body.webhook_id);
+      if (!hook) throw notFound('webhook');
+      const b = box();
+      const { lease } = await insertSimulatedDelivery(db, {
+        id,
+        teamId,
+        webhookId: hook.id,
+        event,
+        envelope,
+        leaseMs: config.webhookTimeoutMs + 30_000,
+      });
+      agent ??= deliveryAgent(allow, config.webhookTimeoutMs);
+      const o = await attemptDelivery({
+        agent,
+        allow,
+        url: hook.url,
+        secret: openSecret(b, hook),
+        envelope,
+        timeoutMs: config.webhookTimeoutMs,
+        userAgent: `${config.serviceName}/1.0`,
+      });
+      await recordAttempts(db, [
+        {
+          id,
+          webhook_id: hook.id,
+          lease,
+          at: o.at,
+          status: o.ok ? 'success' : 'failed',
+          response_code: o.response_code,
+          response_body: o.response_body,
+          error: o.error,
+          duration_ms: o.duration_ms,
+          next_attempt_at: null,
+          gone: false,
+        },
+      ]);
+      const row = await findDelivery(db, teamId, id);
+      return { ok: true as const, delivery: toDeliveryView(row!) } as never;
+    },
+  );
+
+  app.get(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: TAGS,
+        summary: 'Get a webhook',
+        params: WebhookParams,
+        response: withErrors({ 200: WebhookResponse }, [404]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request);
+      const row = await findWebhook(db, request.auth!.teamId, request.params.id);
+      if (!row) throw notFound('webhook');
+      return { ok: true as const, webhook: toWebhookView(row, box()) as never };
+    },
+  );
+
+  const update = async (teamId: string, id: string, patch: WebhookPatch) => {
+    const b = box();
+    const row = await updateWebhook(db, b, teamId, id, patch);
+    if (!row) throw notFound('webhook');
+    return { ok: true as const, webhook: toWebhookView(row, b) as never };
+  };
+
+  app.patch(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: TAGS,
+        summary: 'Update a webhook',
+        description:
+          'Any of `url`, `events`, `is_enabled`, `source`, `description`. `is_enabled: true` on a disabled webhook enables it ' +
+          '(limit check, new secret); nothing else changes the secret. `source: null` unlocks.',
+        params: WebhookParams,
+        body: UpdateWebhookBody,
+        response: withErrors({ 200: WebhookResponse }, [404]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request);
+      // An unknown webhook is 404 before its URL is judged.
+      if (!(await findWebhook(db, request.auth!.teamId, request.params.id))) throw notFound('webhook');
+      await assertTarget(request.body.url);
+      return update(request.auth!.teamId, request.params.id, request.body);
+    },
+  );
+
+  app.delete(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: TAGS,
+        summary: 'Delete a webhook',
+        description: 'Removes the webhook and its delivery log; pending deliveries are cancelled.',
+        params: WebhookParams,
+        response: withErrors({ 200: Ok }, [404]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request);
+      if (!(await deleteWebhook(db, request.auth!.teamId, request.params.id))) throw notFound('webhook');
+      return { ok: true as const };
+    },
+  );
+
+  for (const [action, isEnabled] of [['enable', true], ['disable', false]] as const) {
+    app.post(
+      `/:id/${action}`,
+      {
+        attachValidation: true,
+        schema: {
+          tags: TAGS,
+          summary: isEnabled ? 'Enable a webhook' : 'Disable a webhook',
+          description: isEnabled
+            ? 'Resumes delivery (deliveries paused while disabled go out, signed with the new secret). A new secret is issued ' +
+              'when the webhook was disabled. Beyond 10 enabled webhooks: 422 `MAX_WEBHOOKS_EXCEEDED`.'
+            : 'Pauses delivery without deleting; pending deliveries wait until the webhook is enabled again.',
+          params: WebhookParams,
+          response: withErrors({ 200: WebhookResponse }, [404]),
+        },
+      },
+      async (request) => {
+        rejectInvalidId(request);
+        return update(request.auth!.teamId, request.params.id, { is_enabled: isEnabled });
+      },
+    );
+  }
+
+  app.get(
+    '/:id/deliveries',
+    {
+      attachValidation: true,
+      schema: {
+        tags: TAGS,
+        summary: 'List deliveries of a webhook',
+        description: 'Newest first, with every attempt; filters `status` (pending, success, failed) and `event`.',
+        params: WebhookParams,
+        querystring: ListDeliveriesQuery,
+        response: withErrors({ 200: DeliveryListResponse }, [404]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request);
+      const teamId = request.auth!.teamId;
+      if (!(await findWebhook(db, teamId, request.params.id))) throw notFound('webhook');
+      const page = request.query.page ?? 1;
+      const perPage = request.query.per_page ?? 20;
+      const { rows, total } = await listDeliveries(db, teamId, request.params.id, {
+        status: request.query.status,
+        event: request.query.event,
+        page,
+        perPage,
+      });
+      return { ok: true as const, deliveries: rows.map(toDeliveryView), meta: pageMeta(page, perPage, total) };
+    },
+  );
+
+  app.post(
+    '/:id/deliveries/:delivery_id/resend',
+    {
+      attachValidation: true,
+      schema: {
+        tags: TAGS,
+        summary: 'Resend a delivery',
+        description: 'Starts a fresh sequence of up to 7 attempts for the same envelope id, the first one now.',
+        params: DeliveryParams,
+        response: withErrors({ 202: DeliveryResponse }, [404]),
+      },
+    },
+    async (request, reply) => {
+      rejectInvalidId(request, 'delivery');
+      const row = await resendDelivery(db, request.auth!.teamId, request.params.id, request.params.delivery_id);
+      if (!row) throw notFound('delivery');
+      return reply.code(202).send({ ok: true as const, delivery: toDeliveryView(row) });
+    },
+  );
+};

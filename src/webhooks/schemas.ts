@@ -1,0 +1,103 @@
+// Request and response schemas of the webhook API (interface.md 4.8, decisions.md §8).
+import { Type } from 'typebox';
+import { nullable, pageQuery, PageMeta, StringOrNull } from '../http/schemas.ts';
+import { WEBHOOK_EVENTS, WEBHOOK_SOURCES } from './catalog.ts';
+
+// enum rather than a union of literals: one clear error per bad value.
+const EventName = Type.Unsafe<string>({ type: 'string', enum: [...WEBHOOK_EVENTS], description: 'An event of the catalog (interface.md 6.1).' });
+const Source = Type.Unsafe<string | null>({
+  type: ['string', 'null'],
+  enum: [...WEBHOOK_SOURCES, null],
+  description: 'Integration owner (n8n, zapier, make, internal) or null; non-null locks the webhook.',
+});
+const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL whose host resolves only to public addresses.' });
+const Events = Type.Array(EventName, { minItems: 1, maxItems: 100 });
+const Description = nullable(Type.String({ maxLength: 1000 }));
+
+export const CreateWebhookBody = Type.Object(
+  {
+    url: Url,
+    events: Events,
+    source: Type.Optional(Source),
+    description: Type.Optional(Description),
+    is_enabled: Type.Optional(Type.Boolean({ description: 'Default true. A disabled webhook can always be created.' })),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateWebhookBody = Type.Object(
+  {
+    url: Type.Optional(Url),
+    events: Type.Optional(Events),
+    source: Type.Optional(Source),
+    description: Type.Optional(Description),
+    is_enabled: Type.Optional(Type.Boolean({ description: 'true on a disabled webhook enables it (limit check, new secret).' })),
+  },
+  { additionalProperties: false },
+);
+
+const uuidPattern = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+export const WebhookParams = Type.Object({ id: Type.String({ pattern: uuidPattern }) });
+export const DeliveryParams = Type.Object({ id: Type.String({ pattern: uuidPattern }), delivery_id: Type.String({ pattern: uuidPattern }) });
+
+const WebhookFields = {
+  id: Type.String(),
+  url: Type.String(),
+  events: Type.Array(Type.String()),
+  is_enabled: Type.Boolean(),
+  source: StringOrNull,
+  locked: Type.Boolean(),
+  description: StringOrNull,
+  last_success_at: StringOrNull,
+  created_at: Type.String(),
+  updated_at: Type.String(),
+};
+export const Webhook = Type.Object({ ...WebhookFields, secret: Type.String() });
+export const WebhookListItem = Type.Object(WebhookFields);
+
+export const WebhookResponse = Type.Object({ ok: Type.Literal(true), webhook: Webhook });
+export const WebhookListResponse = Type.Object({ ok: Type.Literal(true), webhooks: Type.Array(WebhookListItem), meta: PageMeta });
+export const ListWebhooksQuery = pageQuery(20, {});
+
+export const Delivery = Type.Object({
+  id: Type.String({ description: 'The envelope id.' }),
+  webhook_id: Type.String(),
+  event: Type.String(),
+  payload: Type.Object({}, { additionalProperties: true, description: 'The envelope as sent.' }),
+  status: Type.Union([Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')]),
+  response_code: Type.Union([Type.Integer(), Type.Null()]),
+  response_body: StringOrNull,
+  attempts: Type.Integer(),
+  attempted_at: Type.Array(Type.String()),
+  attempt_log: Type.Array(
+    Type.Object({
+      at: Type.String(),
+      response_code: Type.Union([Type.Integer(), Type.Null()]),
+      duration_ms: Type.Integer(),
+      error: StringOrNull,
+    }),
+    { description: 'Every attempt: time, response code, duration and error.' },
+  ),
+  next_attempt_at: StringOrNull,
+  last_error: StringOrNull,
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+export const DeliveryResponse = Type.Object({ ok: Type.Literal(true), delivery: Delivery });
+export const DeliveryListResponse = Type.Object({ ok: Type.Literal(true), deliveries: Type.Array(Delivery), meta: PageMeta });
+export const ListDeliveriesQuery = pageQuery(20, {
+  status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')])),
+  event: Type.Optional(EventName),
+});
+
+export const SimulateBody = Type.Object(
+  {
+    webhook_id: Type.Optional(Type.String({ pattern: uuidPattern })),
+    event: EventName,
+  },
+  { additionalProperties: false },
+);
+export const SimulateResponse = Type.Union([
+  DeliveryResponse,
+  Type.Object({ ok: Type.Literal(true), payload: Type.Object({}, { additionalProperties: true }) }),
+]);
