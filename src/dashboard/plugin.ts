@@ -15,6 +15,7 @@ import { PageError, pageNotFound } from './page-error.ts';
 import { DashboardKeys, loadSession } from './security.ts';
 import { templatePages } from './template-pages.ts';
 import { render } from './views.ts';
+import { webhookPages } from './webhook-pages.ts';
 
 // Pages render team data: no caching anywhere, no framing, scripts and styles
 // only from us. img-src allows any https image for the template preview.
@@ -73,4 +74,5 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   await app.register(campaignPages);
   await app.register(contactPages);
   await app.register(templatePages);
+  await app.register(webhookPages);
 }

@@ -112,3 +112,27 @@ export async function findContact(db: Db, teamId: string, id: string) {
 export async function firstContact(db: Db, teamId: string) {
   return db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).orderBy('email').limit(1).executeTakeFirst();
 }
+
+export const DELIVERIES_PER_PAGE = 20;
+
+/** A page of a webhook's delivery log, newest first, keyset on webhook_deliveries_webhook_idx. */
+export async function deliveryPage(
+  db: Db,
+  teamId: string,
+  webhookId: string,
+  status: 'pending' | 'success' | 'failed' | undefined,
+  before: string | undefined,
+) {
+  let q = db
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'event', 'payload', 'status', 'response_code', 'response_body', 'attempts', 'attempt_log', 'next_attempt_at', 'last_error', 'created_at'])
+    .where('team_id', '=', teamId)
+    .where('webhook_id', '=', webhookId);
+  if (status) q = q.where('status', '=', status);
+  if (before) {
+    q = q.where(
+      sql<boolean>`(created_at, id) < (SELECT b.created_at, b.id FROM webhook_deliveries b WHERE b.webhook_id = ${webhookId} AND b.id = ${before})`,
+    );
+  }
+  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(DELIVERIES_PER_PAGE + 1).execute();
+}
