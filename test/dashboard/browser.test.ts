@@ -6,7 +6,10 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import pino from 'pino';
+import { startWorker, type WorkerHandle } from '../../src/worker.ts';
+import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { startReceiver, type Receiver } from '../webhooks/receiver.ts';
 import { insertTemplate } from '../campaigns/fixtures.ts';
 import { browserSkipReason, launch, SCREENSHOTS } from './browser.ts';
 import { makeUserTeam, PASSWORD } from './session.ts';
@@ -15,13 +18,21 @@ const skip = browserSkipReason();
 if (skip) console.log(`# ${skip}`);
 
 let t: TestApp;
+let worker: WorkerHandle;
+let receiver: Receiver;
+let me: { teamId: string; key: string; email: string };
 let browser: Browser;
 let page: Page;
 let base: string;
 
 before(async () => {
   if (skip) return;
-  t = await buildTestApp({ config: { signInRateLimitPerMinute: 1000 } });
+  // Webhook targets on 127.0.0.1 are allowed only because the operator setting says so.
+  const config = { signInRateLimitPerMinute: 1000, webhookAllowedTargets: ['127.0.0.1'] };
+  t = await buildTestApp({ config });
+  // A real worker: event processing and webhook delivery, as `npm start` runs it.
+  worker = await startWorker(t.database.pool, { db: t.database.db, config: testConfig(config) }, pino({ level: 'silent' }));
+  receiver = await startReceiver();
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   base = `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}`;
   browser = await launch();
@@ -29,6 +40,8 @@ before(async () => {
 });
 after(async () => {
   await browser?.close();
+  await worker?.stop();
+  await receiver?.close();
   await t?.close();
 });
 
@@ -37,7 +50,7 @@ const ping = (key: string) => fetch(`${base}/public/v1/ping`, { headers: { 'x-ap
 
 test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, isolation', { skip, timeout: 120_000 }, async () => {
   const db = t.database.db;
-  const me = await makeUserTeam(db, 'Browser team');
+  me = await makeUserTeam(db, 'Browser team');
   await t.app.inject({
     method: 'POST',
     url: '/public/v1/email/contacts/bulk-upsert',
@@ -111,4 +124,70 @@ test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, is
   }
   await shot('not-found');
   assert.ok(templateId);
+});
+
+test('webhooks in Chromium: create, event delivered and logged, resend; locked webhook', { skip, timeout: 120_000 }, async () => {
+  const db = t.database.db;
+  await page.goto(`${base}/webhooks`);
+  await page.getByRole('link', { name: 'Create a webhook' }).click();
+  await page.getByLabel('URL (https)').fill(receiver.url);
+  await page.getByLabel('email.contact.saved').check();
+  await page.getByLabel('Description (optional)').fill('CRM sync');
+  await shot('webhook-new');
+  await page.getByRole('button', { name: 'Create webhook' }).click();
+  await page.waitForURL(/\/webhooks\/[0-9a-f-]{36}\?done=created/);
+  const webhookPath = new URL(page.url()).pathname;
+
+  // An event: saving a contact through the API emits email.contact.saved.
+  const saved = await fetch(`${base}/public/v1/email/contacts/upsert`, {
+    method: 'POST',
+    headers: { 'x-api-key': me.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'new.customer@example.com', first_name: 'Newt' }),
+  });
+  assert.ok(saved.status < 300);
+  const [first] = await receiver.waitFor(1, 30_000);
+  assert.equal(first.body.event, 'email.contact.saved');
+
+  // The receiver has answered; the attempt's result is written just after: reload until it shows.
+  const row = page.locator('tr.delivery').first();
+  for (let i = 0; i < 50; i++) {
+    await page.goto(`${base}${webhookPath}`);
+    if (/success/.test(await row.innerText())) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.match(await row.innerText(), /email\.contact\.saved[\s\S]*success[\s\S]*200/);
+  await row.getByText('Attempts, payload, response').click();
+  assert.match(await row.locator('pre').first().innerText(), /new\.customer@example\.com/);
+  await page.getByRole('button', { name: 'Show secret' }).click();
+  assert.match(await page.getByLabel('Signing secret').inputValue(), /\S{20,}/);
+  await shot('webhook-deliveries');
+
+  // Resend: the same envelope (same id) arrives again.
+  await page.goto(`${base}${webhookPath}`);
+  await page.locator('tr.delivery').first().getByRole('button', { name: /Resend/ }).click();
+  await page.waitForURL(/done=resent/);
+  const received = await receiver.waitFor(2, 30_000);
+  assert.equal(received[1].body.id, first.body.id);
+
+  // A locked webhook (made by an integration through the API): owner shown, no edit or delete.
+  const locked = await fetch(`${base}/public/v1/webhooks`, {
+    method: 'POST',
+    headers: { 'x-api-key': me.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: receiver.url, events: ['email.sent'], source: 'n8n' }),
+  }).then((r) => r.json() as Promise<{ webhook: { id: string } }>);
+  await page.goto(`${base}/webhooks/${locked.webhook.id}`);
+  assert.ok(await page.getByText('managed by n8n').isVisible());
+  assert.equal(await page.getByRole('link', { name: 'Edit' }).count(), 0);
+  assert.equal(await page.getByRole('link', { name: 'Delete' }).count(), 0);
+  await shot('webhook-locked');
+  const csrf = await page.locator('input[name=_csrf]').first().inputValue();
+  const forged = await page.request.post(`${base}/webhooks/${locked.webhook.id}/edit`, {
+    form: { _csrf: csrf, url: 'https://attacker.example.com/', events: 'email.sent' },
+    maxRedirects: 0,
+  });
+  assert.equal(forged.status(), 403);
+  const row2 = await db.selectFrom('webhooks').select('url').where('id', '=', locked.webhook.id).executeTakeFirstOrThrow();
+  assert.equal(row2.url, receiver.url);
+  await page.goto(`${base}/webhooks`);
+  await shot('webhooks');
 });
