@@ -9,7 +9,7 @@ import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { countTeams, createApiKey, createTeam } from './teams/queries.ts';
 import { createPasswordToken } from './dashboard/users.ts';
-import { startWorker } from './worker.ts';
+import { startWorker } from './background.ts';
 
 function configOrExit(): Config {
   try {

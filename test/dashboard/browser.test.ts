@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import pino from 'pino';
-import { startWorker, type WorkerHandle } from '../../src/worker.ts';
+import { startWorker, type WorkerHandle } from '../../src/background.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { startReceiver, type Receiver } from '../webhooks/receiver.ts';
 import { insertTemplate } from '../campaigns/fixtures.ts';

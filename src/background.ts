@@ -1,0 +1,70 @@
+// The background worker: started by main.ts inside `npm start`, or alone by
+// `npm run worker` (src/worker.ts). A worker is graphile-worker (event processing and other jobs), the webhook
+// delivery dispatcher, and a heartbeat that frees the jobs of dead workers.
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { run, Logger, type Runner, type WorkerEvents } from 'graphile-worker';
+import { sql } from 'kysely';
+import type pg from 'pg';
+import pino from 'pino';
+import { buildTaskList, type TaskDeps } from './tasks.ts';
+import { WebhookDispatcher } from './webhooks/dispatcher.ts';
+
+export type WorkerHandle = { runner: Runner; dispatcher: WebhookDispatcher; stop(): Promise<void> };
+
+
+export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logger): Promise<WorkerHandle> {
+  const logger = new Logger((scope) => (level, message, meta) => {
+    const l = level === 'warning' ? 'warn' : level;
+    (log[l as 'info'] ?? log.info).call(log, { scope, ...meta }, message);
+  });
+  const processId = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const workerIds = new Set<string>();
+  const events: WorkerEvents = new EventEmitter();
+  events.on('worker:create', ({ worker }) => workerIds.add(worker.workerId));
+  // Six missed heartbeats make a worker dead (WORKER_DEAD_AFTER_S, default 30 s):
+  // long enough for a GC pause or a slow database, short enough that a killed
+  // worker's jobs are retried within a minute.
+  const deadAfterS = deps.config.workerDeadAfterS;
+  const heartbeatMs = (deadAfterS * 1000) / 6;
+  const beat = async () => {
+    await sql`
+      INSERT INTO worker_processes (id, worker_ids) VALUES (${processId}, ${[...workerIds]}::text[])
+      ON CONFLICT (id) DO UPDATE SET worker_ids = excluded.worker_ids, heartbeat_at = now()`.execute(deps.db);
+    const { rows } = await sql<{ ids: string[] | null }>`
+      WITH dead AS (
+        DELETE FROM worker_processes WHERE heartbeat_at < now() - ${deadAfterS} * interval '1 second' RETURNING worker_ids
+      )
+      SELECT array_agg(w) AS ids FROM dead, unnest(dead.worker_ids) AS w`.execute(deps.db);
+    const dead = rows[0]?.ids ?? [];
+    if (dead.length > 0) {
+      await sql`SELECT graphile_worker.force_unlock_workers(${dead}::text[])`.execute(deps.db);
+      log.warn({ worker_ids: dead }, 'unlocked the jobs of workers that stopped sending heartbeats');
+    }
+  };
+  const runner = await run({
+    pgPool: pool,
+    taskList: buildTaskList(deps),
+    concurrency: deps.config.workerConcurrency,
+    noHandleSignals: true,
+    pollInterval: 2_000,
+    crontab: '',
+    logger,
+    events,
+  });
+  await beat().catch((err) => log.warn({ err }, 'worker heartbeat failed'));
+  const heartbeat = setInterval(() => void beat().catch((err) => log.warn({ err }, 'worker heartbeat failed')), heartbeatMs);
+  heartbeat.unref();
+  const dispatcher = new WebhookDispatcher({ db: deps.db, pool, config: deps.config, log: log.child({ component: 'webhooks' }) });
+  await dispatcher.start();
+  return {
+    runner,
+    dispatcher,
+    async stop() {
+      clearInterval(heartbeat);
+      await Promise.all([runner.stop(), dispatcher.stop()]);
+      await sql`DELETE FROM worker_processes WHERE id = ${processId}`.execute(deps.db).catch(() => {});
+    },
+  };
+}

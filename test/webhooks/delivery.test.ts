@@ -1,0 +1,363 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { runOnce } from 'graphile-worker';
+import pino from 'pino';
+import { emit } from '../../src/events/emit.ts';
+import { buildTaskList } from '../../src/tasks.ts';
+import { WebhookDispatcher } from '../../src/webhooks/dispatcher.ts';
+import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { startReceiver, type Receiver, type Received } from './receiver.ts';
+
+const DELAYS = [0.5, 1, 1.5, 2, 2.5, 3];
+const config = testConfig({ webhookAllowedTargets: ['127.0.0.1'], webhookRetryDelays: DELAYS, webhookTimeoutMs: 1_000 });
+
+/** An independent check of X-FY-Signature: recompute over the raw bytes received. */
+function verifyFy(r: Received, secret: string): boolean {
+  const header = String(r.headers['x-fy-signature']);
+  const parts = Object.fromEntries(header.split(',').map((p) => p.trim().split('=') as [string, string]));
+  const expected = createHmac('sha256', secret).update(Buffer.concat([Buffer.from(`${parts.t}.`), r.raw])).digest('hex');
+  return parts.v1 === expected;
+}
+
+/** Standard Webhooks verification, as its libraries do it. */
+function verifyStandard(r: Received, secret: string): boolean {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const signed = `${r.headers['webhook-id']}.${r.headers['webhook-timestamp']}.${r.raw.toString('utf8')}`;
+  const expected = createHmac('sha256', key).update(signed).digest('base64');
+  return String(r.headers['webhook-signature']).split(' ').some((s) => s === `v1,${expected}`);
+}
+
+describe('webhook delivery', () => {
+  let t: TestApp;
+  let dispatcher: WebhookDispatcher;
+  const receivers: Receiver[] = [];
+  before(async () => {
+    t = await buildTestApp({ config });
+    dispatcher = new WebhookDispatcher({ db: t.database.db, pool: t.database.pool, config, log: pino({ level: 'silent' }) });
+    await dispatcher.start();
+  });
+  after(async () => {
+    await dispatcher.stop();
+    await Promise.all(receivers.map((r) => r.close()));
+    await t.close();
+  });
+
+  const receiver = async (...args: Parameters<typeof startReceiver>) => {
+    const r = await startReceiver(...args);
+    receivers.push(r);
+    return r;
+  };
+  const api = (key: string, method: string, url: string, payload?: unknown) =>
+    t.app.inject({ method: method as 'GET', url: `/public/v1${url}`, headers: { 'x-api-key': key }, payload: payload as object });
+  const processEvents = () => runOnce({ pgPool: t.database.pool, taskList: buildTaskList({ db: t.database.db, config }) });
+  async function setup(url: string, events = ['email.contact.saved', 'email.contact.unsubscribed']) {
+    const team = await makeTeam(t.database.db);
+    const res = await api(team.key, 'POST', '/webhooks', { url, events });
+    assert.equal(res.statusCode, 201, res.body);
+    return { ...team, webhook: res.json().webhook as { id: string; secret: string } };
+  }
+  async function saveContact(key: string, email: string, extra: object = {}) {
+    const res = await api(key, 'POST', '/email/contacts/upsert', { email, ...extra });
+    assert.equal(res.statusCode, 200, res.body);
+    await processEvents();
+  }
+  const deliveries = async (key: string, webhookId: string, query = '') => (await api(key, 'GET', `/webhooks/${webhookId}/deliveries${query}`)).json();
+
+  test('an event reaches the subscribed webhook as a compact, signed envelope', async () => {
+    const r = await receiver();
+    const { key, teamId, webhook } = await setup(r.url);
+    const other = await api(key, 'POST', '/webhooks', { url: `${r.url}/sent-only`, events: ['email.sent'] });
+    assert.equal(other.statusCode, 201);
+    await saveContact(key, 'Ada@Example.com', { first_name: 'Ada', country_code: 'GB' });
+    const [got] = await r.waitFor(1);
+    assert.equal(got!.method, 'POST');
+    assert.equal(got!.path, '/hook');
+    assert.equal(got!.headers['content-type'], 'application/json');
+    assert.equal(got!.headers['user-agent'], `${config.serviceName}/1.0`);
+    assert.equal(got!.headers['x-fy-origin'], 'webhook');
+    assert.match(String(got!.headers['x-fy-signature']), /^t=\d{10},v1=[0-9a-f]{64}$/);
+    assert.ok(verifyFy(got!, webhook.secret), 'X-FY-Signature verifies over the raw body');
+    assert.ok(verifyStandard(got!, webhook.secret), 'Standard Webhooks signature verifies');
+    assert.equal(verifyFy(got!, 'whsec_wrong'), false);
+    const t0 = Number(String(got!.headers['x-fy-signature']).slice(2, 12));
+    assert.ok(Math.abs(t0 - Date.now() / 1000) < 10);
+    assert.equal(got!.raw.toString('utf8'), JSON.stringify(JSON.parse(got!.raw.toString('utf8'))), 'compact JSON');
+    const env = got!.body;
+    assert.deepEqual(Object.keys(env), ['id', 'event', 'team_id', 'timestamp', 'payload']);
+    assert.equal(env.event, 'email.contact.saved');
+    assert.equal(env.team_id, teamId);
+    assert.equal(got!.headers['webhook-id'], env.id);
+    assert.match(env.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    assert.deepEqual(Object.keys(env.payload).sort(), [
+      'contact_id', 'country_code', 'created_at', 'email', 'first_name', 'foreign_id', 'last_name', 'phone', 'updated_at',
+    ]);
+    assert.equal(env.payload.email, 'ada@example.com');
+    assert.equal(env.payload.first_name, 'Ada');
+
+    await sleep(200);
+    assert.equal(r.received.length, 1, 'the email.sent-only webhook got nothing');
+    const log = await deliveries(key, webhook.id);
+    assert.equal(log.deliveries.length, 1);
+    const d = log.deliveries[0];
+    assert.equal(d.id, env.id);
+    assert.equal(d.status, 'success');
+    assert.equal(d.response_code, 200);
+    assert.equal(d.response_body, '{"received":true}');
+    assert.equal(d.attempts, 1);
+    assert.equal(d.attempted_at.length, 1);
+    assert.equal(d.attempt_log[0].response_code, 200);
+    assert.equal(d.next_attempt_at, null);
+    assert.deepEqual(d.payload, env);
+    const hook = (await api(key, 'GET', `/webhooks/${webhook.id}`)).json().webhook;
+    assert.ok(hook.last_success_at && Date.parse(hook.last_success_at) >= Date.parse(d.attempted_at[0]) - 1);
+
+    const unsub = await api(key, 'POST', '/email/contacts/unsubscribe', { email: 'ada@example.com' });
+    assert.ok(unsub.statusCode < 300, unsub.body);
+    await processEvents();
+    const [, second] = await r.waitFor(2);
+    assert.equal(second!.body.event, 'email.contact.unsubscribed');
+    assert.equal(second!.body.payload.unsubscribe_method, 'api');
+    assert.equal(second!.body.payload.email, 'ada@example.com');
+  });
+
+  test('failed attempts follow the retry schedule and the delivery fails after attempt 7', async () => {
+    const r = await receiver((_q, res) => {
+      res.writeHead(500);
+      res.end('boom');
+    });
+    const { key, webhook } = await setup(r.url);
+    await saveContact(key, 'retry@example.com');
+    const got = await r.waitFor(7, 30_000);
+    const gaps = got.slice(1).map((x, i) => (x.at - got[i]!.at) / 1000);
+    gaps.forEach((gap, i) => {
+      const want = DELAYS[i]!;
+      assert.ok(Math.abs(gap - want) <= want * 0.1, `attempt ${i + 2} came ${gap.toFixed(3)} s after the previous one; schedule ${want} s`);
+    });
+    assert.equal(new Set(got.map((x) => x.body.id)).size, 1, 'every retry repeats the envelope id');
+    await sleep(4_000);
+    assert.equal(r.received.length, 7, 'no eighth attempt');
+    const d = (await deliveries(key, webhook.id, '?status=failed')).deliveries[0];
+    assert.equal(d.status, 'failed');
+    assert.equal(d.attempts, 7);
+    assert.equal(d.attempted_at.length, 7);
+    assert.equal(d.attempt_log.length, 7);
+    assert.ok(d.attempt_log.every((a: { response_code: number; duration_ms: number }) => a.response_code === 500 && a.duration_ms >= 0));
+    assert.equal(d.response_body, 'boom');
+    assert.equal(d.next_attempt_at, null);
+    assert.match(d.last_error, /500/);
+    assert.equal((await deliveries(key, webhook.id, '?status=pending')).deliveries.length, 0);
+  });
+
+  test('disable pauses pending deliveries; enable sends them signed with the new secret', async () => {
+    let status = 503;
+    const r = await receiver((_q, res) => {
+      res.writeHead(status);
+      res.end();
+    });
+    const { key, webhook } = await setup(r.url);
+    await saveContact(key, 'pause@example.com');
+    await r.waitFor(1);
+    await api(key, 'POST', `/webhooks/${webhook.id}/disable`);
+    status = 200;
+    await sleep(DELAYS[0]! * 1000 + 700);
+    assert.equal(r.received.length, 1, 'nothing is sent while disabled');
+    assert.equal((await deliveries(key, webhook.id)).deliveries[0].status, 'pending');
+    const enabled = (await api(key, 'POST', `/webhooks/${webhook.id}/enable`)).json().webhook;
+    assert.notEqual(enabled.secret, webhook.secret);
+    const started = Date.now();
+    const [, resumed] = await r.waitFor(2);
+    assert.ok(Date.now() - started < 1_000, 'sent promptly after enabling');
+    assert.ok(verifyFy(resumed!, enabled.secret), 'signed with the new secret');
+    assert.equal(verifyFy(resumed!, webhook.secret), false, 'not with the old one');
+    await sleep(100);
+    assert.equal((await deliveries(key, webhook.id)).deliveries[0].status, 'success');
+  });
+
+  test('deleting a webhook cancels its pending deliveries', async () => {
+    const r = await receiver((_q, res) => {
+      res.writeHead(500);
+      res.end();
+    });
+    const { key, webhook } = await setup(r.url);
+    await saveContact(key, 'cancel@example.com');
+    await r.waitFor(1);
+    assert.equal((await api(key, 'DELETE', `/webhooks/${webhook.id}`)).statusCode, 200);
+    await sleep(DELAYS[0]! * 1000 + 700);
+    assert.equal(r.received.length, 1);
+    const { rows } = await t.database.pool.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = $1', [webhook.id]);
+    assert.equal(rows[0].n, 0);
+  });
+
+  test('410 Gone disables the webhook', async () => {
+    const r = await receiver((_q, res) => {
+      res.writeHead(410);
+      res.end('gone');
+    });
+    const { key, webhook } = await setup(r.url);
+    await saveContact(key, 'gone@example.com');
+    await r.waitFor(1);
+    await sleep(200);
+    const hook = (await api(key, 'GET', `/webhooks/${webhook.id}`)).json().webhook;
+    assert.equal(hook.is_enabled, false);
+    await sleep(DELAYS[0]! * 1000 + 500);
+    assert.equal(r.received.length, 1, 'no retries to a receiver that is gone');
+  });
+
+  test('a Retry-After longer than the schedule is honoured; a shorter one is not', async () => {
+    let n = 0;
+    const r = await receiver((_q, res) => {
+      n++;
+      if (n === 1) res.writeHead(429, { 'retry-after': '2' });
+      else if (n === 2) res.writeHead(503, { 'retry-after': '0' });
+      else res.writeHead(204);
+      res.end();
+    });
+    const { key } = await setup(r.url);
+    await saveContact(key, 'later@example.com');
+    const got = await r.waitFor(3, 15_000);
+    const first = (got[1]!.at - got[0]!.at) / 1000;
+    const second = (got[2]!.at - got[1]!.at) / 1000;
+    assert.ok(Math.abs(first - 2) <= 0.2, `Retry-After: 2 honoured (waited ${first} s)`);
+    assert.ok(Math.abs(second - DELAYS[1]!) <= DELAYS[1]! * 0.1, `the schedule wins over a shorter Retry-After (waited ${second} s)`);
+  });
+
+  test('redirects are not followed and count as failures; slow receivers time out', async () => {
+    const target = await receiver();
+    const r = await receiver((_q, res) => {
+      res.writeHead(302, { location: target.url });
+      res.end();
+    });
+    const { key, webhook } = await setup(r.url);
+    await saveContact(key, 'redirect@example.com');
+    await r.waitFor(1);
+    await sleep(200);
+    assert.equal(target.received.length, 0, 'the redirect target was never called');
+    const d = (await deliveries(key, webhook.id)).deliveries[0];
+    assert.equal(d.status, 'pending');
+    assert.equal(d.response_code, 302);
+    assert.match(d.last_error, /redirect/);
+
+    const slow = await receiver(() => {
+      /* never answers */
+    });
+    const s = await setup(slow.url);
+    await saveContact(s.key, 'slow@example.com');
+    await slow.waitFor(1);
+    await sleep(config.webhookTimeoutMs + 300);
+    const sd = (await deliveries(s.key, s.webhook.id)).deliveries[0];
+    assert.equal(sd.attempts, 1);
+    assert.equal(sd.response_code, null);
+    assert.match(sd.last_error, /timeout/);
+    assert.ok(sd.attempt_log[0].duration_ms >= config.webhookTimeoutMs * 0.9);
+  });
+
+  test('response bodies are kept up to 4 KiB; resend repeats the envelope id with a fresh attempt sequence', async () => {
+    const r = await receiver((_q, res) => {
+      res.writeHead(200);
+      res.end('é'.repeat(5_000));
+    });
+    const { key, webhook } = await setup(r.url);
+    await saveContact(key, 'resend@example.com');
+    await r.waitFor(1);
+    await sleep(150);
+    const d = (await deliveries(key, webhook.id)).deliveries[0];
+    assert.ok(Buffer.byteLength(d.response_body) <= 4096 && Buffer.byteLength(d.response_body) >= 4094, String(Buffer.byteLength(d.response_body)));
+    assert.ok(d.response_body.startsWith('éé'));
+    const res = await api(key, 'POST', `/webhooks/${webhook.id}/deliveries/${d.id}/resend`);
+    assert.equal(res.statusCode, 202, res.body);
+    assert.equal(res.json().delivery.status, 'pending');
+    const [first, again] = await r.waitFor(2);
+    assert.equal(again!.body.id, first!.body.id);
+    assert.equal(again!.raw.toString(), first!.raw.toString(), 'the same envelope bytes');
+    await sleep(150);
+    const after2 = (await deliveries(key, webhook.id)).deliveries[0];
+    assert.equal(after2.attempts, 2);
+    assert.equal(after2.status, 'success');
+    assert.equal((await api(key, 'POST', `/webhooks/${webhook.id}/deliveries/00000000-0000-7000-8000-000000000000/resend`)).statusCode, 404);
+  });
+
+  test('simulate sends one signed sample delivery, logged, with the receiver answer', async () => {
+    const r = await receiver((_q, res) => {
+      res.writeHead(202);
+      res.end('thanks');
+    });
+    const { key, webhook } = await setup(r.url, ['email.sent']);
+    const res = await api(key, 'POST', '/webhooks/simulate', { webhook_id: webhook.id, event: 'email.bounced.hard' });
+    assert.equal(res.statusCode, 200, res.body);
+    const { delivery } = res.json();
+    assert.equal(delivery.response_code, 202);
+    assert.equal(delivery.status, 'success');
+    assert.equal(delivery.attempts, 1);
+    assert.equal(r.received.length, 1);
+    assert.ok(verifyFy(r.received[0]!, webhook.secret));
+    assert.equal(r.received[0]!.body.event, 'email.bounced.hard');
+    assert.equal(r.received[0]!.body.id, delivery.id);
+    assert.deepEqual(Object.keys(r.received[0]!.body.payload).sort(), [
+      'bounce_category', 'bounce_reason', 'bounced_at', 'contact_id', 'diagnostic', 'email', 'email_send_log_id', 'message_id',
+    ]);
+    const listed = await deliveries(key, webhook.id, '?event=email.bounced.hard&status=success');
+    assert.equal(listed.deliveries.length, 1);
+    assert.equal((await deliveries(key, webhook.id, '?event=email.sent')).deliveries.length, 0);
+    assert.equal((await api(key, 'GET', `/webhooks/${webhook.id}/deliveries?status=done`)).statusCode, 422);
+
+    r.respond((_q, res2) => {
+      res2.writeHead(500);
+      res2.end();
+    });
+    const failed = (await api(key, 'POST', '/webhooks/simulate', { webhook_id: webhook.id, event: 'email.sent' })).json().delivery;
+    assert.equal(failed.status, 'failed', 'a simulated delivery has a single attempt');
+    await sleep(DELAYS[0]! * 1000 + 500);
+    assert.equal(r.received.length, 2);
+  });
+
+  test('the address connected to is checked at connect time (DNS rebinding), not only when saved', async () => {
+    const r = await receiver();
+    const { key, teamId } = await makeTeam(t.database.db);
+    // As if the name had resolved to a public address when saved and to 127.0.0.1 now.
+    const strict = { ...config, webhookAllowedTargets: [] };
+    const guarded = new WebhookDispatcher({ db: t.database.db, pool: t.database.pool, config: strict, log: pino({ level: 'silent' }) });
+    await dispatcher.stop();
+    await guarded.start();
+    try {
+      for (const url of [`http://localhost:${r.port}/hook`, `http://127.0.0.1:${r.port}/hook`]) {
+        await t.database.pool.query(
+          `INSERT INTO webhooks (team_id, url, events, secret_enc) SELECT $1, $2, '{email.contact.saved}', secret_enc FROM webhooks LIMIT 1`,
+          [teamId, url],
+        );
+      }
+      await saveContact(key, 'rebind@example.com');
+      await sleep(1_000);
+      assert.equal(r.received.length, 0, 'nothing reached the loopback receiver');
+      const { rows } = await t.database.pool.query('SELECT last_error FROM webhook_deliveries WHERE team_id = $1', [teamId]);
+      assert.equal(rows.length, 2);
+      for (const row of rows) assert.match(row.last_error, /not a public address/);
+    } finally {
+      await guarded.stop();
+      dispatcher = new WebhookDispatcher({ db: t.database.db, pool: t.database.pool, config, log: pino({ level: 'silent' }) });
+      await dispatcher.start();
+    }
+  });
+
+  test('a rolled-back change emits nothing; fan-out is idempotent', async () => {
+    const r = await receiver();
+    const { teamId, key } = await setup(r.url);
+    await assert.rejects(
+      t.database.db.transaction().execute(async (tx) => {
+        await emit(tx, [{ teamId, name: 'contact.saved', payload: { email: 'ghost@example.com' } }]);
+        throw new Error('roll back');
+      }),
+    );
+    await processEvents();
+    await sleep(300);
+    assert.equal(r.received.length, 0);
+    await saveContact(key, 'once@example.com');
+    const { enqueueDeliveries } = await import('../../src/webhooks/deliveries.ts');
+    const { rows: ev } = await t.database.pool.query('SELECT id FROM events WHERE team_id = $1', [teamId]);
+    assert.equal(await enqueueDeliveries(t.database.db, ev), 0, 'a second fan-out of the same events adds nothing');
+    await r.waitFor(1);
+    await sleep(300);
+    assert.equal(r.received.length, 1);
+  });
+});
