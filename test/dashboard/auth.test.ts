@@ -32,6 +32,24 @@ describe('sign-in', () => {
     assert.match(campaigns.body, new RegExp(email));
   });
 
+  test('returns to a local page after sign-in, never to another site; Secure cookies behind https', async () => {
+    const { email } = await makeUserTeam(t.database.db);
+    const s = new Session(t.app);
+    await s.get('/sign-in?next=%2Fcontacts%3Fq%3Da');
+    assert.equal((await s.post('/sign-in', { email, password: PASSWORD, next: '/contacts?q=a' })).headers.location, '/contacts?q=a');
+    for (const next of ['//evil.example.com/x', '/\\evil.example.com', 'https://evil.example.com']) {
+      const other = new Session(t.app);
+      await other.get('/sign-in');
+      assert.equal((await other.post('/sign-in', { email, password: PASSWORD, next })).headers.location, '/campaigns', next);
+    }
+    const https = await buildTestApp({ database: t.database, config: { publicUrl: 'https://plover.example.com' } });
+    const hs = new Session(https.app);
+    await hs.get('/sign-in');
+    const res = await hs.post('/sign-in', { email, password: PASSWORD });
+    assert.match(String(res.headers['set-cookie']), /plv_session=[^,]*Secure/);
+    await https.close();
+  });
+
   test('wrong password and unknown e-mail get the same answer', async () => {
     const { email } = await makeUserTeam(t.database.db);
     const s = new Session(t.app);

@@ -147,3 +147,35 @@ describe('team isolation', () => {
     assert.match(bCampaigns.body, /\/stop"/, 'still active');
   });
 });
+
+describe('junk input', () => {
+  test('odd queries, bodies and cookies never give a 500', async () => {
+    const { session, teamId } = await signedIn(t.app, t.database.db);
+    const other = await t.database.db.insertInto('campaigns').values({ team_id: teamId, name: 'x', draft_data: '{}', trigger_events: ['contact.saved'] }).returning('id').executeTakeFirstOrThrow();
+    const gets = [
+      '/contacts?q=%00', '/contacts?q=%FF%FE', '/contacts?q=\u{10FFFF}', '/contacts?q=a&q=b', '/contacts?q[x]=1', `/contacts?after=${'z'.repeat(5000)}`,
+      '/contacts?q=%25%5F%5C', '/campaigns?before=not-a-uuid', `/campaigns?before=${other.id}`, '/campaigns?done=__proto__',
+      '/templates/00000000-0000-0000-0000-000000000000?contact=%00', '/webhooks/00000000-0000-0000-0000-000000000000?status=x&before=y',
+      '/assets/..%2Fplugin.ts', '/assets/__proto__', '/sign-in?next=//evil.example.com', '/developer/api-keys?done=%00',
+    ];
+    for (const url of gets) {
+      const res = await session.get(url);
+      assert.ok(res.statusCode < 500, `${url}: ${res.statusCode}`);
+    }
+    const cookie = [...session.jar].map(([k, v]) => `${k}=${v}`).join('; ');
+    const posts: { payload: string; type: string }[] = [
+      { payload: '{"name": "json key", "_csrf": 1}', type: 'application/json' },
+      { payload: 'name=a&name=b&_csrf=x&_csrf=y', type: 'application/x-www-form-urlencoded' },
+      { payload: 'hello', type: 'text/plain' },
+      { payload: `name=${'a'.repeat(100_000)}`, type: 'application/x-www-form-urlencoded' },
+    ];
+    for (const p of posts) {
+      const res = await t.app.inject({ method: 'POST', url: '/developer/api-keys', headers: { cookie, 'content-type': p.type }, payload: p.payload });
+      assert.ok(res.statusCode < 500 && res.statusCode >= 400, `${p.type}: ${res.statusCode}`);
+    }
+    const garbage = await t.app.inject({ method: 'GET', url: '/campaigns', headers: { cookie: `plv_session=${'%'.repeat(300)}; plv_pre=%E0%A4%A` } });
+    assert.equal(garbage.statusCode, 303);
+    const signIn = await session.get('/sign-in?next=//evil.example.com');
+    assert.equal(signIn.statusCode, 303, 'already signed in');
+  });
+});
