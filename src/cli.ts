@@ -211,6 +211,23 @@ export function buildCli(): Command {
       print(!!opts.json, out, text);
     });
 
+  user
+    .command('password-link')
+    .description("print a one-time link (7 days) that sets a user's password and signs them out everywhere")
+    .requiredOption('--email <address>', 'the user\'s e-mail')
+    .addOption(json())
+    .action(async (opts: { email: string; json?: boolean }) => {
+      const email = normalizeEmail(opts.email);
+      const config = loadConfig();
+      const out = await withDatabase(async ({ db }) => {
+        const found = await db.selectFrom('dashboard_users').select(['id', 'team_id']).where('email', '=', email).executeTakeFirst();
+        if (!found) throw new CliError(`no user with the e-mail ${email}`);
+        const token = await createPasswordToken(db, found.team_id, found.id);
+        return { user_id: found.id, set_password_url: `${config.publicUrl}/set-password?token=${token}` };
+      });
+      print(!!opts.json, out, `set the password (one-time link): ${out.set_password_url}`);
+    });
+
   const mailAccount = program.command('mail-account').description('SMTP accounts of a team');
   mailAccount
     .command('create')
