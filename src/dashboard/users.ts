@@ -72,6 +72,8 @@ export async function checkCredentials(db: Db, email: string, password: string):
 }
 
 export async function createSession(db: Db, userId: string): Promise<string> {
+  // Expired rows are dead weight: each sign-in clears the user's own.
+  await db.deleteFrom('dashboard_sessions').where('user_id', '=', userId).where('expires_at', '<=', sql<Date>`now()`).execute();
   const token = newToken();
   await db
     .insertInto('dashboard_sessions')
