@@ -10,7 +10,7 @@ import pino from 'pino';
 import { startWorker, type WorkerHandle } from '../../src/background.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { startReceiver, type Receiver } from '../webhooks/receiver.ts';
-import { insertTemplate } from '../campaigns/fixtures.ts';
+import { insertMailAccount, insertTemplate } from '../campaigns/fixtures.ts';
 import { browserSkipReason, launch, SCREENSHOTS } from './browser.ts';
 import { makeUserTeam, PASSWORD } from './session.ts';
 
@@ -58,6 +58,13 @@ test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, is
     payload: { contacts: [{ email: 'ada@example.com', first_name: 'Ada', custom_str_1: 'gold' }, { email: 'bob@example.com', first_name: 'Bob' }], tags: ['vip'] },
   });
   const templateId = await insertTemplate(db, me.teamId);
+  const campaign = await t.app.inject({
+    method: 'POST',
+    url: '/public/v1/email/campaigns',
+    headers: { 'x-api-key': me.key },
+    payload: { name: 'Welcome series', template_ids: [templateId], mail_account_ids: [await insertMailAccount(db, me.teamId)], events: ['contact.saved'] },
+  });
+  assert.equal(campaign.statusCode, 201);
 
   // Sign in with the keyboard only: the e-mail field has focus on load.
   await page.goto(`${base}/`);
@@ -70,6 +77,11 @@ test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, is
   await page.waitForURL(`${base}/campaigns`);
   assert.ok(await page.getByText(me.email).isVisible());
   await shot('campaigns');
+  // Stop and start from the list.
+  await page.getByRole('button', { name: 'Stop Welcome series' }).click();
+  await page.waitForURL(/done=stopped/);
+  await page.getByRole('button', { name: 'Start Welcome series' }).click();
+  await page.waitForURL(/done=started/);
 
   // Developer Tools → API Keys: create, shown once, works against the API.
   await page.getByRole('link', { name: /API Keys/ }).click();
