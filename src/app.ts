@@ -18,7 +18,9 @@ import { operationsRoutes } from './ops/routes.ts';
 import { campaignsRoutes } from './campaigns/routes.ts';
 import { contactsRoutes } from './contacts/routes.ts';
 import { dashboardRoutes } from './dashboard/plugin.ts';
+import { ingestRoutes } from './events/ingest-routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
+import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
 import { webhooksRoutes } from './webhooks/routes.ts';
@@ -106,6 +108,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
 
   operationsRoutes(app, deps.pool);
+  await app.register(trackingRoutes);
 
   await app.register(
     async (api) => {
@@ -118,6 +121,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(mailAccountsRoutes, { prefix: '/email/mail-accounts' });
       await api.register(campaignsRoutes, { prefix: '/email/campaigns' });
       await api.register(webhooksRoutes, { prefix: '/webhooks' });
+      await api.register(ingestRoutes, { prefix: '/email/events' });
     },
     { prefix: '/public/v1' },
   );

@@ -1,6 +1,9 @@
 // The `plover` admin CLI (run as `npx plover …`). It uses the same database as
 // the service: DATABASE_URL, or the embedded one under DATA_DIR (the running
 // instance when `npm start` is up, else one started for the command).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, loadConfig } from './config.ts';
 import { AppError } from './http/errors.ts';
@@ -272,6 +275,23 @@ export function buildCli(): Command {
     );
 
   program
+    .command('dev-smtp')
+    .description('run a local SMTP sink for development: accepts every message (any login), prints it and/or stores .eml files')
+    .option('--port <n>', 'port to listen on (0: any free port)', '2525')
+    .option('--host <address>', 'address to listen on', '127.0.0.1')
+    .option('--out <dir>', 'store each message as <dir>/<time>-<n>.eml (then only a summary is printed)')
+    .option('--print', 'print the whole message even with --out')
+    .action(async (opts: { port: string; host: string; out?: string; print?: boolean }) => {
+      const port = positiveInt(opts.port, '--port');
+      if (port > 65535) throw new CliError('--port must be at most 65535');
+      const { port: bound } = await startDevSmtp({ port, host: opts.host, out: opts.out, print: !!opts.print || !opts.out });
+      process.stdout.write(
+        `dev SMTP sink listening on ${opts.host}:${bound}` + (opts.out ? `, storing messages in ${resolve(opts.out)}` : '') + '\n' +
+          `mail account for it: --smtp-url smtp://dev:dev@${opts.host}:${bound} --security none\n`,
+      );
+    });
+
+  program
     .command('migrate')
     .description('apply pending database migrations')
     .action(async () => {
@@ -285,6 +305,56 @@ export function buildCli(): Command {
       }
     });
   return program;
+}
+
+/**
+ * A local SMTP server that accepts everything (no TLS, any login) and shows
+ * what it gets: a newcomer sees the engine's e-mail without an outside service.
+ * smtp-server is a development dependency, loaded only by this command.
+ */
+export async function startDevSmtp(opts: { port: number; host: string; out?: string; print: boolean }): Promise<{ port: number; close(): Promise<void> }> {
+  const { SMTPServer } = await import('smtp-server').catch(() => {
+    throw new CliError('dev-smtp needs the smtp-server package (a development dependency): run npm install without --omit=dev');
+  });
+  if (opts.out) mkdirSync(opts.out, { recursive: true });
+  let n = 0;
+  const server = new SMTPServer({
+    secure: false,
+    disabledCommands: ['STARTTLS'],
+    allowInsecureAuth: true,
+    authOptional: true,
+    logger: false,
+    closeTimeout: 1_000,
+    onAuth: (_auth, _session, callback) => callback(null, { user: 'dev' }),
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        n += 1;
+        const raw = Buffer.concat(chunks);
+        const head = raw.toString('utf8').split(/\r?\n\r?\n/, 1)[0].replace(/\r?\n[ \t]+/g, ' ');
+        const subject = /^subject: *(.*)$/im.exec(head)?.[1] ?? '';
+        const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
+        const to = session.envelope.rcptTo.map((r) => r.address).join(', ');
+        let line = `--- message ${n}: from ${from} to ${to}, ${raw.length} bytes, subject: ${subject}`;
+        if (opts.out) {
+          const file = join(opts.out, `${new Date().toISOString().replace(/[:.]/g, '-')}-${n}.eml`);
+          writeFileSync(file, raw);
+          line += `\n    saved to ${file}`;
+        }
+        process.stdout.write(line + '\n' + (opts.print ? raw.toString('utf8') + '\n' : ''));
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((ok, fail) => {
+    server.once('error', fail);
+    server.listen(opts.port, opts.host, () => ok());
+  });
+  return {
+    port: (server.server.address() as AddressInfo).port,
+    close: () => new Promise<void>((ok) => server.close(() => ok())),
+  };
 }
 
 if (import.meta.main) {

@@ -29,6 +29,10 @@ export type Config = {
   workerDeadAfterS: number;
   /** Deliveries in flight per worker process. */
   webhookConcurrency: number;
+  /** Seconds before each retry of a deferred (4xx) send; its length is the number of retries. */
+  sendRetryDelays: number[];
+  /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
+  sendLeaseSeconds: number;
 };
 
 export class ConfigError extends Error {}
@@ -75,6 +79,16 @@ function retryDelays(env: NodeJS.ProcessEnv, name: string, fallback: number[]): 
   return parts.map(Number);
 }
 
+function seconds(env: NodeJS.ProcessEnv, name: string, fallback: number[]): number[] {
+  const raw = str(env, name);
+  if (raw === undefined) return fallback;
+  const parts = raw.split(',').map((p) => p.trim());
+  if (parts.length > 20 || parts.some((p) => !/^\d{1,6}$/.test(p))) {
+    throw new ConfigError(`${name} must be a comma-separated list of at most 20 whole numbers of seconds, got "${raw}"`);
+  }
+  return parts.map(Number);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = int(env, 'PORT', 3000, 0, 65535);
   const host = str(env, 'HOST') ?? '0.0.0.0';
@@ -113,9 +127,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`WEBHOOK_ALLOWED_TARGETS: ${(e as Error).message}`);
   }
   const webhookConcurrency = int(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000);
+  const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
+  const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   return {
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, webhookAllowedTargets, webhookConcurrency,
+    sendRetryDelays, sendLeaseSeconds,
   };
 }

@@ -19,9 +19,14 @@ import {
   CampaignResponse,
   CreateCampaignBody,
   ListCampaignsQuery,
+  SubmitBody,
   type CampaignValue,
 } from './schemas.ts';
-import { buildSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
+import { buildSendData, canonicalUuid, normalizeEvent, normalizeEvents } from './send-data.ts';
+import { checkSegmentRules } from './segment.ts';
+import { submitToCampaign } from '../events/ingest.ts';
+import { DecisionObject } from '../events/ingest-routes.ts';
+import { Type } from 'typebox';
 
 const TAGS = ['campaigns'];
 
@@ -76,6 +81,7 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       pushDuplicates(templateIds, 'template_ids', details);
       pushDuplicates(mailAccountIds, 'mail_account_ids', details);
       const events = normalizeEvents(body.events);
+      details.push(...checkSegmentRules(body.segment_query?.rules ?? []));
 
       const campaign = await db.transaction().execute(async (trx) => {
         const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
@@ -160,6 +166,50 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     );
   }
+
+  app.post(
+    '/:id/submit',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Fire the campaign for one contact',
+        description:
+          'Decides now, with the rules of a trigger (paused, contact status, segment, cooldown, daily cap, accounts), whether this ' +
+          'campaign sends to the contact, and queues the e-mail when it does. The contact must exist. The submission is recorded ' +
+          'as an event (`event_id`, see GET /email/events/{id}/decisions) that triggers nothing else; the same ' +
+          '`idempotency_key` again returns the first decision. Sent regardless of `event_triggered_send.enabled` and `events`.',
+        params: CampaignParams,
+        body: SubmitBody,
+        response: withErrors(
+          { 202: Type.Object({ ok: Type.Literal(true), event_id: Type.String(), decision: Type.Union([DecisionObject, Type.Null()]) }) },
+          [404, 409],
+        ),
+      },
+    },
+    async (request, reply) => {
+      const teamId = request.auth!.teamId;
+      const id = request.params.id;
+      if (!UUID_RE.test(id)) throw notFound('campaign');
+      const body = request.body;
+      if (body.email === undefined && body.idempotency_key === undefined) {
+        throw validationFailed([{ field: 'email', message: 'email or idempotency_key is required' }], 'invalid submission');
+      }
+      const eventName = body.event_name === undefined ? undefined : normalizeEvent(body.event_name);
+      const { eventId, decision } = await submitToCampaign(db, teamId, id.toLowerCase(), { ...body, event_name: eventName });
+      const campaign = decision ? await getCampaign(db, teamId, id.toLowerCase()) : undefined;
+      reply.code(202);
+      return {
+        ok: true as const,
+        event_id: eventId,
+        decision: decision && {
+          ...decision,
+          campaign_name: campaign?.name ?? null,
+          send_status: decision.email_send_log_id ? 'queued' : null,
+          decided_at: new Date(decision.decided_at).toISOString(),
+        },
+      };
+    },
+  );
 
   async function transition(teamId: string, id: string, from: SendStatus, to: SendStatus, verb: string): Promise<void> {
     // A retry is needed only when another request changed the send between our

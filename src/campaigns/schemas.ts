@@ -75,6 +75,16 @@ export const CreateCampaignBody = Type.Object(
 );
 export type CreateCampaignInput = Static<typeof CreateCampaignBody>;
 
+export const SubmitBody = Type.Object(
+  {
+    event_name: Type.Optional(Type.Enum([...TRIGGER_EVENT_INPUTS], { description: "Recorded name of the submission (default: the campaign's first trigger)" })),
+    email: Type.Optional(Type.String({ format: 'contact-email', description: 'An existing contact of this team' })),
+    idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    payload: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'Read by templates as `event.payload`' })),
+  },
+  { additionalProperties: false },
+);
+
 /** Path parameter: any string, so a malformed id is a 404 like an unknown one, never a 422. */
 export const CampaignParams = Type.Object({ id: Type.String({ description: 'Campaign id (UUID)' }) });
 

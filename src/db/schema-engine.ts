@@ -1,3 +1,59 @@
-// Row types of the Campaign engine: decisions, leads, sales (issue 5) tables, joined into Database in schema.ts.
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
-export interface EngineTables {}
+// Row types of the campaign engine tables (0005_engine.sql), joined into Database in schema.ts.
+import type { Generated } from 'kysely';
+import type { Ts } from './schema.ts';
+
+export type SkipReason =
+  | 'paused'
+  | 'unsubscribed'
+  | 'bounced'
+  | 'complained'
+  | 'segment_mismatch'
+  | 'cooldown'
+  | 'daily_cap'
+  | 'no_mail_account'
+  | 'account_daily_limit'
+  | 'no_template';
+
+export interface LeadsTable {
+  id: Generated<string>;
+  team_id: string;
+  contact_id: string | null;
+  event_id: string;
+  source: string | null;
+  campaign_id: string | null;
+  campaign_send_id: string | null;
+  created_at: Ts;
+}
+
+export interface SalesTable extends LeadsTable {
+  amount: string | null;
+  currency: string | null;
+}
+
+export interface CampaignDecisionsTable {
+  id: Generated<string>;
+  team_id: string;
+  event_id: string;
+  campaign_id: string;
+  campaign_send_id: string | null;
+  contact_id: string | null;
+  decision: 'send' | 'skip';
+  reason: SkipReason | null;
+  email_send_log_id: string | null;
+  decided_at: Ts;
+  created_at: Ts;
+}
+
+export interface CampaignRotationTable {
+  campaign_send_id: string;
+  team_id: string;
+  template_cursor: Generated<number>;
+  account_cursor: Generated<number>;
+}
+
+export interface EngineTables {
+  leads: LeadsTable;
+  sales: SalesTable;
+  campaign_decisions: CampaignDecisionsTable;
+  campaign_rotation: CampaignRotationTable;
+}

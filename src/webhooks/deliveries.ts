@@ -1,13 +1,16 @@
 // The delivery log as a queue: fan-out inserts one row per (event, webhook),
 // dispatchers claim due rows in batches with a lease and write each attempt's
 // result back in one set-based statement. All SQL of deliveries lives here.
-import { sql, type Selectable } from 'kysely';
+import { sql, type Selectable, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
+import type { Database } from '../db/schema.ts';
 import type { AttemptLogEntry, WebhookDeliveriesTable } from '../db/schema-webhooks.ts';
 import type { EventRow } from '../events/process.ts';
-import { DELIVERY_CHANNEL } from './queries.ts';
 
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+
+/** NOTIFY channel that wakes the delivery dispatchers (new deliveries, an enable, a resend). */
+export const DELIVERY_CHANNEL = 'plover_webhook_deliveries';
 
 /** Retry-After is honoured up to this long (interface.md's longest delay). */
 export const MAX_RETRY_AFTER_S = 6 * 3600;
@@ -97,39 +100,66 @@ export type ClaimedDelivery = {
 };
 
 /**
- * Claims up to `limit` due deliveries of enabled webhooks for `leaseMs`. SKIP
- * LOCKED lets many dispatchers claim side by side without waiting on each other;
- * the lease makes a claim by a killed worker claimable again once it runs out.
+ * Claims up to `limit` due deliveries for `leaseMs`. SKIP LOCKED lets many
+ * dispatchers claim side by side without waiting on each other; the lease makes
+ * a claim by a killed worker claimable again once it runs out. Deliveries of a
+ * disabled webhook are parked (next_attempt_at NULL) by the disable itself, so
+ * the due scan is one ordered index range with no join. One that slipped
+ * through a concurrent disable is parked here instead of being sent.
+ *
+ * Bitmap scans are off for this statement: a queue table's statistics are
+ * always stale, and with them the planner read and sorted every due row for
+ * each claim (13 ms per 100 with 10,000 queued) where the ordered index scan
+ * with LIMIT stops after 100 rows.
  */
 export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-  const { rows } = await sql<ClaimedDelivery>`
+  const { rows } = await db.transaction().execute(async (tx) => {
+    await sql`SET LOCAL enable_bitmapscan = off`.execute(tx);
+    return sql<ClaimedDelivery & { is_enabled: boolean }>`
     WITH due AS (
       SELECT d.id
       FROM webhook_deliveries d
-      JOIN webhooks w ON w.id = d.webhook_id AND w.is_enabled
       WHERE d.status = 'pending' AND d.next_attempt_at <= now()
         AND (d.locked_until IS NULL OR d.locked_until < now())
       ORDER BY d.next_attempt_at
       LIMIT ${limit}
-      FOR UPDATE OF d SKIP LOCKED
+      FOR UPDATE SKIP LOCKED
     )
     UPDATE webhook_deliveries d
-    SET locked_until = date_trunc('milliseconds', now() + ${leaseMs} * interval '1 millisecond')
+    SET locked_until = CASE WHEN w.is_enabled
+                         THEN date_trunc('milliseconds', now() + ${leaseMs} * interval '1 millisecond') END,
+        next_attempt_at = CASE WHEN w.is_enabled THEN d.next_attempt_at END
     FROM due, webhooks w
     WHERE d.id = due.id AND w.id = d.webhook_id
     RETURNING d.id, d.team_id, d.webhook_id, d.payload, d.sequence_attempts, d.max_attempts, w.url, w.secret_enc,
-              d.locked_until AS lease`.execute(db);
-  return rows;
+              d.locked_until AS lease, w.is_enabled`.execute(tx);
+  });
+  return rows.filter((r) => r.is_enabled);
 }
 
-/** Seconds until the next delivery of an enabled webhook falls due (null: none pending). */
+/** Seconds until the next delivery falls due (null: none pending). */
 export async function secondsUntilNextDue(db: Db): Promise<number | null> {
   const { rows } = await sql<{ s: number | null }>`
-    SELECT extract(epoch FROM min(greatest(d.next_attempt_at, coalesce(d.locked_until, d.next_attempt_at))) - now())::float8 AS s
-    FROM webhook_deliveries d
-    JOIN webhooks w ON w.id = d.webhook_id AND w.is_enabled
-    WHERE d.status = 'pending' AND d.next_attempt_at IS NOT NULL`.execute(db);
+    SELECT extract(epoch FROM greatest(next_attempt_at, coalesce(locked_until, next_attempt_at)) - now())::float8 AS s
+    FROM webhook_deliveries
+    WHERE status = 'pending' AND next_attempt_at IS NOT NULL
+    ORDER BY next_attempt_at
+    LIMIT 1`.execute(db);
   return rows[0]?.s ?? null;
+}
+
+/** Parks the pending deliveries of a disabled webhook; they wait without being scanned. */
+export async function parkDeliveries(tx: Transaction<Database>, webhookIds: string[]): Promise<void> {
+  await sql`
+    UPDATE webhook_deliveries SET next_attempt_at = NULL
+    WHERE webhook_id = ANY(${webhookIds}::uuid[]) AND status = 'pending' AND next_attempt_at IS NOT NULL`.execute(tx);
+}
+
+/** Makes the parked deliveries of a re-enabled webhook due now. */
+export async function unparkDeliveries(tx: Transaction<Database>, webhookId: string): Promise<void> {
+  await sql`
+    UPDATE webhook_deliveries SET next_attempt_at = now()
+    WHERE webhook_id = ${webhookId} AND status = 'pending' AND next_attempt_at IS NULL`.execute(tx);
 }
 
 export type AttemptResult = {
@@ -196,6 +226,7 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
       await sql`
         UPDATE webhooks SET is_enabled = false, disabled_reason = 'the receiver answered 410 Gone', updated_at = now()
         WHERE id = ANY(${gone}::uuid[]) AND is_enabled`.execute(tx);
+      await parkDeliveries(tx, gone);
     }
   });
 }

@@ -15,9 +15,9 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import type { SecretBox } from '../lib/secrets.ts';
 import { attemptDelivery, deliveryAgent, nextAttemptAt } from './deliver.ts';
-import { claimDueDeliveries, recordAttempts, secondsUntilNextDue, type AttemptResult, type ClaimedDelivery } from './deliveries.ts';
+import { claimDueDeliveries, DELIVERY_CHANNEL, recordAttempts, secondsUntilNextDue, type AttemptResult, type ClaimedDelivery } from './deliveries.ts';
 import { parseAllowList, type AllowList } from './guard.ts';
-import { DELIVERY_CHANNEL, webhookSecretBox } from './queries.ts';
+import { webhookSecretBox } from './queries.ts';
 
 type Logger = Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
 
@@ -44,6 +44,8 @@ export class WebhookDispatcher {
   private wake: (() => void) | null = null;
   private listener: pg.PoolClient | null = null;
   private loopDone: Promise<void> = Promise.resolve();
+  private readonly claimFloor: number;
+  private readonly secrets = new Map<string, { enc: Buffer; secret: string }>();
 
   constructor(deps: { db: Db; pool: pg.Pool; config: Config; log: Logger }) {
     this.db = deps.db;
@@ -56,6 +58,7 @@ export class WebhookDispatcher {
     // An attempt cannot outlive its timeout; the rest covers recording it. A
     // killed worker's claims are retried once this runs out.
     this.leaseMs = 2 * deps.config.webhookTimeoutMs + 5_000;
+    this.claimFloor = Math.max(1, Math.floor(deps.config.webhookConcurrency / 4));
   }
 
   async start(): Promise<void> {
@@ -121,7 +124,9 @@ export class WebhookDispatcher {
   private async loop(): Promise<void> {
     while (this.running) {
       const free = this.config.webhookConcurrency - this.inFlight;
-      if (free <= 0) {
+      // Claim in batches: claiming whenever one slot frees up would cost one
+      // statement per delivery (measured: 2,200/s instead of the batch rate).
+      if (free < this.claimFloor) {
         await this.sleep(MAX_SLEEP_MS); // woken when an attempt finishes
         continue;
       }
@@ -150,7 +155,7 @@ export class WebhookDispatcher {
     this.inFlight++;
     let secret: string;
     try {
-      secret = this.box.open(d.secret_enc);
+      secret = this.secretOf(d);
     } catch (err) {
       this.log.error({ err, delivery_id: d.id }, 'cannot decrypt webhook secret (was APP_SECRET changed?)');
       this.inFlight--;
@@ -187,6 +192,16 @@ export class WebhookDispatcher {
         this.inFlight--;
         this.poke();
       });
+  }
+
+  /** Decrypted secrets, per webhook, until the ciphertext changes (enable issues a new one). */
+  private secretOf(d: ClaimedDelivery): string {
+    const cached = this.secrets.get(d.webhook_id);
+    if (cached && cached.enc.equals(d.secret_enc)) return cached.secret;
+    const secret = this.box.open(d.secret_enc);
+    if (this.secrets.size > 10_000) this.secrets.clear();
+    this.secrets.set(d.webhook_id, { enc: d.secret_enc, secret });
+    return secret;
   }
 
   private scheduleFlush(): void {

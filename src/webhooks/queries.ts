@@ -7,11 +7,10 @@ import type { Database } from '../db/schema.ts';
 import type { WebhooksTable } from '../db/schema-webhooks.ts';
 import { AppError } from '../http/errors.ts';
 import { SecretBox } from '../lib/secrets.ts';
+import { DELIVERY_CHANNEL, parkDeliveries, unparkDeliveries } from './deliveries.ts';
 import { newWebhookSecret } from './signing.ts';
 
 export const MAX_ENABLED_WEBHOOKS = 10;
-/** NOTIFY channel that wakes the delivery dispatchers. */
-export const DELIVERY_CHANNEL = 'plover_webhook_deliveries';
 
 export type WebhookRow = Selectable<WebhooksTable>;
 
@@ -164,7 +163,11 @@ export async function updateWebhook(
       .where('id', '=', id)
       .returningAll()
       .executeTakeFirstOrThrow();
-    if (turnsOn) await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
+    if (turnsOff) await parkDeliveries(tx, [id]);
+    if (turnsOn) {
+      await unparkDeliveries(tx, id);
+      await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
+    }
     return row;
   });
 }

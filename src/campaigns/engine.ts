@@ -1,0 +1,274 @@
+// The campaign engine: trigger events become one recorded decision per
+// (event, campaign): send, or skip with a reason. A batch of events is decided
+// in one transaction with a fixed number of statements (not one per event).
+//
+// Race-freedom: before reading any history, the transaction takes an advisory
+// lock per (campaign, contact) and row locks on the campaign's mail accounts,
+// each in one global order (no deadlock between two deciders). READ COMMITTED
+// gives every later statement a fresh snapshot, so the history read after the
+// lock includes every decision committed by the previous holder: two events for
+// one contact at once cannot both pass a daily cap of 1, and two sends cannot
+// both take an account's last slot of the day.
+import { createHash } from 'node:crypto';
+import { sql, type Transaction } from 'kysely';
+import type { Db } from '../db/pool.ts';
+import type { Database } from '../db/schema.ts';
+import type { SkipReason } from '../db/schema-engine.ts';
+import type { EventRow } from '../events/process.ts';
+import type { SendDataValue } from './schemas.ts';
+import { matchesSegment } from './segment.ts';
+
+export type Clock = () => Date;
+type Tx = Transaction<Database>;
+
+/** Event names that trigger campaigns (interface.md 6.1, short names). */
+export const TRIGGER_EVENT_NAMES = new Set(['contact.saved', 'lead.created', 'sale.created']);
+
+export type Candidate = {
+  event_id: string;
+  team_id: string;
+  contact_id: string;
+  campaign_id: string;
+  campaign_send_id: string;
+  send_status: string;
+  send_data: SendDataValue;
+};
+
+export type Decision = {
+  id: string;
+  event_id: string;
+  campaign_id: string;
+  campaign_send_id: string;
+  contact_id: string;
+  decision: 'send' | 'skip';
+  reason: SkipReason | null;
+  email_send_log_id: string | null;
+  template_id: string | null;
+  mail_account_id: string | null;
+  decided_at: Date;
+};
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The (event, campaign) pairs to decide for trigger events: every campaign of
+ * the event's team whose latest send is active or paused (paused is recorded
+ * as a skip, so the decisions list says why nothing was sent), whose
+ * event_triggered_send is enabled and whose triggers include the event.
+ */
+export async function loadEventCandidates(trx: Tx | Db, eventIds: string[]): Promise<Candidate[]> {
+  const { rows } = await sql<Candidate>`
+    SELECT e.id AS event_id, e.team_id, e.contact_id, c.id AS campaign_id,
+           s.id AS campaign_send_id, s.status AS send_status, s.send_data
+      FROM events e
+      JOIN campaigns c ON c.team_id = e.team_id AND e.name = ANY (c.trigger_events)
+     CROSS JOIN LATERAL (
+       SELECT s.id, s.status, s.send_data FROM campaign_sends s
+        WHERE s.campaign_id = c.id AND s.team_id = c.team_id
+        ORDER BY s.created_at DESC, s.id DESC LIMIT 1
+     ) s
+     WHERE e.id = ANY (${eventIds}::uuid[])
+       AND e.contact_id IS NOT NULL
+       AND e.name = ANY (${[...TRIGGER_EVENT_NAMES]}::text[])
+       AND s.status IN ('active', 'paused')
+       AND coalesce((s.send_data -> 'event_triggered_send' ->> 'enabled')::boolean, true)
+     ORDER BY e.occurred_at, e.id, c.id`.execute(trx);
+  return rows;
+}
+
+/** A signed 64-bit advisory-lock key for (campaign, contact). */
+function lockKey(campaignId: string, contactId: string): bigint {
+  return createHash('sha256').update(`plover:decide:${campaignId}:${contactId}`).digest().readBigInt64BE(0);
+}
+
+type ContactRow = Record<string, unknown> & { id: string; team_id: string; email: string; status: string };
+type AccountRow = { id: string; team_id: string; status: string; daily_limit: number };
+type History = { last_at: Date | null; today: number };
+
+/** Picks the first usable id from the cursor on, round-robin; returns the id and the advanced cursor. */
+function rotate(ids: string[], cursor: number, usable: (id: string) => boolean): { id: string; next: number } | null {
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[(cursor + i) % ids.length];
+    if (usable(id)) return { id, next: cursor + i + 1 };
+  }
+  return null;
+}
+
+/**
+ * Decides every candidate in the caller's transaction: records the decisions,
+ * and for each send an email_send_log row (queued) and its send_email job, so
+ * a decision and its e-mail commit or roll back together. Pairs already
+ * decided (a retried job) are left out.
+ */
+export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Decision[]> {
+  if (all.length === 0) return [];
+  const pairs = [...new Map(all.map((c) => [`${c.campaign_id}:${c.contact_id}`, c])).values()];
+  const keys = [...new Set(pairs.map((c) => lockKey(c.campaign_id, c.contact_id)))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  await sql`SELECT count(pg_advisory_xact_lock(k)) FROM unnest(${keys.map(String)}::bigint[]) AS k`.execute(trx);
+
+  const accountIds = [...new Set(all.flatMap((c) => c.send_data.mail_account_ids ?? []))].sort();
+  const templateIds = [...new Set(all.flatMap((c) => c.send_data.template_ids ?? []))];
+  const contactIds = [...new Set(all.map((c) => c.contact_id))];
+  const dayStart = new Date(Math.floor(now.getTime() / DAY_MS) * DAY_MS);
+  const dayEnd = new Date(dayStart.getTime() + DAY_MS);
+
+  // The account locks come after the contact locks and in id order everywhere.
+  const accounts = await sql<AccountRow>`
+    SELECT id, team_id, status, daily_limit FROM mail_accounts
+     WHERE id = ANY (${accountIds}::uuid[]) ORDER BY id FOR UPDATE`.execute(trx);
+  const [decided, accountCounts, templates, contacts, history, cursors] = await Promise.all([
+    sql<{ event_id: string; campaign_id: string }>`
+      SELECT event_id, campaign_id FROM campaign_decisions
+       WHERE event_id = ANY (${[...new Set(all.map((c) => c.event_id))]}::uuid[])`.execute(trx),
+    sql<{ mail_account_id: string; n: number }>`
+      SELECT mail_account_id, count(*) AS n FROM email_send_log
+       WHERE mail_account_id = ANY (${accountIds}::uuid[]) AND status <> 'cancelled'
+         AND created_at >= ${dayStart} AND created_at < ${dayEnd}
+       GROUP BY mail_account_id`.execute(trx),
+    sql<{ id: string; team_id: string }>`
+      SELECT id, team_id FROM templates WHERE id = ANY (${templateIds}::uuid[]) AND status = 'active'`.execute(trx),
+    sql<ContactRow>`SELECT * FROM contacts WHERE id = ANY (${contactIds}::uuid[])`.execute(trx),
+    sql<{ campaign_id: string; contact_id: string; last_at: Date; today: number }>`
+      SELECT d.campaign_id, d.contact_id, max(d.decided_at) AS last_at,
+             count(*) FILTER (WHERE d.decided_at >= ${dayStart} AND d.decided_at < ${dayEnd}) AS today
+        FROM campaign_decisions d
+        JOIN unnest(${pairs.map((p) => p.campaign_id)}::uuid[], ${pairs.map((p) => p.contact_id)}::uuid[]) AS p (campaign_id, contact_id)
+          ON d.campaign_id = p.campaign_id AND d.contact_id = p.contact_id
+       WHERE d.decision = 'send'
+       GROUP BY d.campaign_id, d.contact_id`.execute(trx),
+    sql<{ campaign_send_id: string; template_cursor: number; account_cursor: number }>`
+      SELECT campaign_send_id, template_cursor, account_cursor FROM campaign_rotation
+       WHERE campaign_send_id = ANY (${[...new Set(all.map((c) => c.campaign_send_id))]}::uuid[])`.execute(trx),
+  ]);
+
+  const done = new Set(decided.rows.map((r) => `${r.event_id}:${r.campaign_id}`));
+  const accountById = new Map(accounts.rows.map((a) => [a.id, a]));
+  const sentToday = new Map(accountCounts.rows.map((r) => [r.mail_account_id, Number(r.n)]));
+  const templateTeam = new Map(templates.rows.map((t) => [t.id, t.team_id]));
+  const contactById = new Map(contacts.rows.map((c) => [c.id, c]));
+  const hist = new Map<string, History>(
+    history.rows.map((h) => [`${h.campaign_id}:${h.contact_id}`, { last_at: h.last_at, today: Number(h.today) }]),
+  );
+  const rotation = new Map(cursors.rows.map((r) => [r.campaign_send_id, { template: Number(r.template_cursor), account: Number(r.account_cursor) }]));
+  // Cursors moved by this batch, with their team (for the upsert).
+  const moved = new Map<string, string>();
+
+  type Pending = Omit<Decision, 'id' | 'email_send_log_id'> & { team_id: string; email: string; open: boolean; click: boolean };
+  const pending: Pending[] = [];
+  for (const c of all) {
+    if (done.has(`${c.event_id}:${c.campaign_id}`)) continue;
+    done.add(`${c.event_id}:${c.campaign_id}`);
+    const contact = contactById.get(c.contact_id);
+    if (!contact || contact.team_id !== c.team_id) continue; // deleted since the event: nobody to decide for
+    const sd = c.send_data;
+    const ets = sd.event_triggered_send;
+    const key = `${c.campaign_id}:${c.contact_id}`;
+    const h = hist.get(key) ?? { last_at: null, today: 0 };
+    let rot = rotation.get(c.campaign_send_id);
+    if (!rot) rotation.set(c.campaign_send_id, (rot = { template: 0, account: 0 }));
+
+    let reason: SkipReason | null = null;
+    let template: { id: string; next: number } | null = null;
+    let account: { id: string; next: number } | null = null;
+    if (c.send_status !== 'active') reason = 'paused';
+    else if (contact.status === 'unsubscribed' || contact.status === 'bounced' || contact.status === 'complained') reason = contact.status;
+    else if (!matchesSegment(contact, sd.segment_query?.rules ?? [])) reason = 'segment_mismatch';
+    else if (h.last_at && now.getTime() - h.last_at.getTime() < (ets?.contact_cooldown_interval ?? 0) * 1000) reason = 'cooldown';
+    else if (h.today >= (ets?.contact_daily_email_cap ?? Infinity)) reason = 'daily_cap';
+    else {
+      const ids = sd.mail_account_ids ?? [];
+      const active = ids.filter((id) => accountById.get(id)?.team_id === c.team_id && accountById.get(id)?.status === 'active');
+      account = rotate(ids, rot.account, (id) => active.includes(id) && (sentToday.get(id) ?? 0) < accountById.get(id)!.daily_limit);
+      if (active.length === 0) reason = 'no_mail_account';
+      else if (!account) reason = 'account_daily_limit';
+      else {
+        template = rotate(sd.template_ids ?? [], rot.template, (id) => templateTeam.get(id) === c.team_id);
+        if (!template) reason = 'no_template';
+      }
+    }
+    const send = reason === null;
+    if (send) {
+      rot.account = account!.next;
+      rot.template = template!.next;
+      moved.set(c.campaign_send_id, c.team_id);
+      sentToday.set(account!.id, (sentToday.get(account!.id) ?? 0) + 1);
+      hist.set(key, { last_at: now, today: h.today + 1 });
+    }
+    pending.push({
+      event_id: c.event_id,
+      campaign_id: c.campaign_id,
+      campaign_send_id: c.campaign_send_id,
+      contact_id: c.contact_id,
+      team_id: c.team_id,
+      email: contact.email,
+      decision: send ? 'send' : 'skip',
+      reason,
+      template_id: send ? template!.id : null,
+      mail_account_id: send ? account!.id : null,
+      open: sd.open_tracking !== false,
+      click: sd.click_tracking !== false,
+      decided_at: now,
+    });
+  }
+  if (pending.length === 0) return [];
+
+  const sends = pending.filter((p) => p.decision === 'send');
+  const logIds = new Map<string, string>();
+  if (sends.length > 0) {
+    const { rows } = await sql<{ id: string; event_id: string; campaign_id: string }>`
+      INSERT INTO email_send_log (team_id, campaign_id, campaign_send_id, contact_id, event_id, template_id,
+                                  mail_account_id, email, status, open_tracking, click_tracking, queued_at, created_at, updated_at)
+      SELECT x.team_id, x.campaign_id, x.campaign_send_id, x.contact_id, x.event_id, x.template_id,
+             x.mail_account_id, x.email, 'queued', x.open, x.click, ${now}, ${now}, now()
+        FROM jsonb_to_recordset(${JSON.stringify(sends)}::jsonb) AS x (
+          team_id uuid, campaign_id uuid, campaign_send_id uuid, contact_id uuid, event_id uuid, template_id uuid,
+          mail_account_id uuid, email text, open boolean, click boolean)
+      RETURNING id, event_id, campaign_id`.execute(trx);
+    for (const r of rows) logIds.set(`${r.event_id}:${r.campaign_id}`, r.id);
+    const specs = rows.map((r) => ({ identifier: 'send_email', payload: { email_send_log_id: r.id }, max_attempts: 10 }));
+    await sql`SELECT graphile_worker.add_jobs(
+        ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${JSON.stringify(specs)}::json)))`.execute(trx);
+  }
+  const decisionRows = pending.map((p) => ({ ...p, email_send_log_id: logIds.get(`${p.event_id}:${p.campaign_id}`) ?? null }));
+  const { rows: ids } = await sql<{ id: string; event_id: string; campaign_id: string }>`
+    INSERT INTO campaign_decisions (team_id, event_id, campaign_id, campaign_send_id, contact_id, decision, reason, email_send_log_id, decided_at)
+    SELECT x.team_id, x.event_id, x.campaign_id, x.campaign_send_id, x.contact_id, x.decision, x.reason, x.email_send_log_id, ${now}
+      FROM jsonb_to_recordset(${JSON.stringify(decisionRows)}::jsonb) AS x (
+        team_id uuid, event_id uuid, campaign_id uuid, campaign_send_id uuid, contact_id uuid, decision text, reason text, email_send_log_id uuid)
+    RETURNING id, event_id, campaign_id`.execute(trx);
+  const idOf = new Map(ids.map((r) => [`${r.event_id}:${r.campaign_id}`, r.id]));
+
+  if (moved.size > 0) {
+    const sendIds = [...moved.keys()];
+    await sql`
+      INSERT INTO campaign_rotation (campaign_send_id, team_id, template_cursor, account_cursor)
+      SELECT * FROM unnest(${sendIds}::uuid[], ${sendIds.map((id) => moved.get(id)!)}::uuid[],
+                           ${sendIds.map((id) => rotation.get(id)!.template)}::bigint[], ${sendIds.map((id) => rotation.get(id)!.account)}::bigint[])
+      ON CONFLICT (campaign_send_id) DO UPDATE
+        SET template_cursor = EXCLUDED.template_cursor, account_cursor = EXCLUDED.account_cursor`.execute(trx);
+  }
+  return decisionRows.map((d) => ({
+    id: idOf.get(`${d.event_id}:${d.campaign_id}`)!,
+    event_id: d.event_id,
+    campaign_id: d.campaign_id,
+    campaign_send_id: d.campaign_send_id,
+    contact_id: d.contact_id,
+    decision: d.decision,
+    reason: d.reason,
+    email_send_log_id: d.email_send_log_id,
+    template_id: d.template_id,
+    mail_account_id: d.mail_account_id,
+    decided_at: d.decided_at,
+  }));
+}
+
+/** The process_events handler: decides the trigger events of a job in one transaction. */
+export function campaignTriggerHandler(db: Db, clock: Clock = () => new Date()) {
+  return async (events: EventRow[]): Promise<void> => {
+    const ids = events.filter((e) => e.contact_id && TRIGGER_EVENT_NAMES.has(e.name)).map((e) => e.id);
+    if (ids.length === 0) return;
+    await db.transaction().execute(async (trx) => {
+      await decide(trx, await loadEventCandidates(trx, ids), clock());
+    });
+  };
+}

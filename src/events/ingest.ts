@@ -1,0 +1,260 @@
+// Event ingestion (decisions.md §7) and campaign submit (§6): the event row,
+// its contact, lead or sale, counters and processing job commit together.
+//
+// Idempotency: the event row is inserted first with ON CONFLICT DO NOTHING on
+// UNIQUE (team_id, idempotency_key). A concurrent request with the same key
+// waits on that index entry until the first commits, then inserts nothing and
+// reads the first id; if the first rolls back, the second goes ahead. So one
+// key is one event, whatever the timing, and a repeat does nothing more.
+import { sql, type Transaction } from 'kysely';
+import type { Db } from '../db/pool.ts';
+import type { Database } from '../db/schema.ts';
+import { decide, type Candidate, type Decision } from '../campaigns/engine.ts';
+import type { SendDataValue } from '../campaigns/schemas.ts';
+import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { emit } from './emit.ts';
+
+type Tx = Transaction<Database>;
+
+export const INGEST_EVENT_NAMES = ['contact.saved', 'contact.unsubscribed', 'lead.created', 'sale.created'] as const;
+export type IngestEventName = (typeof INGEST_EVENT_NAMES)[number];
+
+export type IngestInput = {
+  event_name: IngestEventName;
+  email?: string;
+  idempotency_key?: string;
+  occurred_at?: string;
+  payload?: Record<string, unknown>;
+};
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const MAX_TEXT = 255;
+
+/** Checks what the schema cannot: which fields the event needs and the lead/sale payload fields. */
+export function checkIngestInput(body: IngestInput): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  if (body.email === undefined && body.idempotency_key === undefined) {
+    details.push({ field: 'email', message: 'email or idempotency_key is required' });
+  }
+  if (body.email === undefined && (body.event_name === 'contact.saved' || body.event_name === 'contact.unsubscribed')) {
+    details.push({ field: 'email', message: `is required for ${body.event_name}` });
+  }
+  const p = body.payload ?? {};
+  if (body.event_name === 'lead.created' || body.event_name === 'sale.created') {
+    for (const f of ['source', 'campaign_id', 'campaign_send_id'] as const) {
+      if (p[f] === undefined || p[f] === null) continue;
+      if (typeof p[f] !== 'string' || (p[f] as string).length > MAX_TEXT) details.push({ field: `payload.${f}`, message: `must be a string of at most ${MAX_TEXT} characters` });
+      else if (f !== 'source' && !UUID_RE.test(p[f] as string)) details.push({ field: `payload.${f}`, message: 'must be a UUID' });
+    }
+  }
+  if (body.event_name === 'sale.created') {
+    if (p.amount !== undefined && p.amount !== null && (typeof p.amount !== 'number' || !Number.isFinite(p.amount) || Math.abs(p.amount) >= 1e15)) {
+      details.push({ field: 'payload.amount', message: 'must be a number' });
+    }
+    if (p.currency !== undefined && p.currency !== null && (typeof p.currency !== 'string' || !/^[A-Za-z]{3}$/.test(p.currency))) {
+      details.push({ field: 'payload.currency', message: 'must be a three-letter ISO 4217 code' });
+    }
+  }
+  if (body.event_name === 'contact.unsubscribed' && p.reason !== undefined && p.reason !== null && typeof p.reason !== 'string') {
+    details.push({ field: 'payload.reason', message: 'must be a string' });
+  }
+  return details;
+}
+
+type EventInsert = { teamId: string; name: string; key?: string; occurredAt?: string; input: Record<string, unknown> | null };
+
+/** Inserts the event row, or returns the id of the event that already has this key. */
+async function claimEvent(tx: Tx, e: EventInsert): Promise<{ id: string; occurred_at: Date; duplicate: boolean }> {
+  const { rows } = await sql<{ id: string; occurred_at: Date }>`
+    INSERT INTO events (team_id, name, idempotency_key, occurred_at, input)
+    VALUES (${e.teamId}, ${e.name}, ${e.key ?? null}, coalesce(${e.occurredAt ?? null}::timestamptz, now()),
+            ${e.input === null ? null : JSON.stringify(e.input)}::jsonb)
+    ON CONFLICT (team_id, idempotency_key) DO NOTHING
+    RETURNING id, occurred_at`.execute(tx);
+  if (rows[0]) return { ...rows[0], duplicate: false };
+  const first = await sql<{ id: string; occurred_at: Date }>`
+    SELECT id, occurred_at FROM events WHERE team_id = ${e.teamId} AND idempotency_key = ${e.key!}`.execute(tx);
+  return { ...first.rows[0], duplicate: true };
+}
+
+type ContactRow = { id: string; email: string; first_name: string | null; last_name: string | null; phone: string | null;
+  foreign_id: string | null; country_code: string | null; status: string; created_at: Date; updated_at: Date; created: boolean };
+
+/** The team's contact for the address, created (active, syntax-validated) when there is none. */
+async function ensureContact(tx: Tx, teamId: string, email: string): Promise<ContactRow> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const { rows } = await sql<ContactRow>`
+      WITH ins AS (
+        INSERT INTO contacts (team_id, email, is_email_valid, validation_method, validated_at)
+        VALUES (${teamId}, ${email}, true, 'syntax', now())
+        ON CONFLICT (team_id, email) DO NOTHING
+        RETURNING id, email, first_name, last_name, phone, foreign_id, country_code, status, created_at, updated_at
+      )
+      SELECT ins.*, true AS created FROM ins
+      UNION ALL
+      SELECT id, email, first_name, last_name, phone, foreign_id, country_code, status, created_at, updated_at, false
+        FROM contacts WHERE team_id = ${teamId} AND email = ${email}`.execute(tx);
+    // Empty only when a concurrent insert committed after this statement's snapshot; the next statement sees it.
+    if (rows[0]) return rows[0];
+  }
+  throw new Error('contact insert kept racing with concurrent writers');
+}
+
+function savedPayload(c: ContactRow): Record<string, unknown> {
+  return {
+    contact_id: c.id, email: c.email, first_name: c.first_name, last_name: c.last_name, phone: c.phone,
+    foreign_id: c.foreign_id, country_code: c.country_code,
+    created_at: c.created_at.toISOString(), updated_at: c.updated_at.toISOString(),
+  };
+}
+
+/** Attribution ids must be the team's; the message does not say whether they exist elsewhere. */
+async function checkAttribution(tx: Tx, teamId: string, p: Record<string, unknown>): Promise<void> {
+  const details: ErrorDetail[] = [];
+  if (typeof p.campaign_id === 'string') {
+    const { rows } = await sql`SELECT 1 FROM campaigns WHERE team_id = ${teamId} AND id = ${p.campaign_id}`.execute(tx);
+    if (!rows.length) details.push({ field: 'payload.campaign_id', message: 'no campaign with this id in this team' });
+  }
+  if (typeof p.campaign_send_id === 'string') {
+    const { rows } = await sql`SELECT 1 FROM campaign_sends WHERE team_id = ${teamId} AND id = ${p.campaign_send_id}`.execute(tx);
+    if (!rows.length) details.push({ field: 'payload.campaign_send_id', message: 'no campaign send with this id in this team' });
+  }
+  if (details.length) throw validationFailed(details, 'invalid event');
+}
+
+async function enqueueProcessing(tx: Tx, eventId: string): Promise<void> {
+  await sql`SELECT graphile_worker.add_job('process_events', json_build_object('event_ids', json_build_array(${eventId}::text)), max_attempts => 25)`.execute(tx);
+}
+
+/** Records one ingested event with its effects; a repeated idempotency_key returns the first event and does nothing. */
+export async function ingestEvent(db: Db, teamId: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
+  const email = input.email?.trim().toLowerCase();
+  const p = input.payload ?? {};
+  return db.transaction().execute(async (tx) => {
+    if (input.event_name === 'lead.created' || input.event_name === 'sale.created') await checkAttribution(tx, teamId, p);
+    const ev = await claimEvent(tx, { teamId, name: input.event_name, key: input.idempotency_key, occurredAt: input.occurred_at, input: input.payload ?? null });
+    if (ev.duplicate) return { eventId: ev.id, duplicate: true };
+
+    const contact = email ? await ensureContact(tx, teamId, email) : null;
+    const at = ev.occurred_at;
+    let payload: Record<string, unknown>;
+    let process = true;
+    switch (input.event_name) {
+      case 'contact.saved':
+        payload = savedPayload(contact!);
+        break;
+      case 'contact.unsubscribed': {
+        const reason = typeof p.reason === 'string' ? p.reason : null;
+        const { rows } = await sql<{ unsubscribed_at: Date }>`
+          UPDATE contacts SET status = 'unsubscribed', unsubscribed_at = now(), unsubscribed_reason = ${reason}, updated_at = now()
+           WHERE id = ${contact!.id} AND team_id = ${teamId} AND status <> 'unsubscribed'
+          RETURNING unsubscribed_at`.execute(tx);
+        // Already unsubscribed: recorded, but no second email.contact.unsubscribed webhook.
+        process = rows.length > 0;
+        payload = {
+          contact_id: contact!.id, email: contact!.email, unsubscribed_at: (rows[0]?.unsubscribed_at ?? at).toISOString(),
+          unsubscribe_reason: reason, unsubscribe_method: 'api',
+        };
+        break;
+      }
+      case 'lead.created':
+      case 'sale.created': {
+        const sale = input.event_name === 'sale.created';
+        const attribution = {
+          source: typeof p.source === 'string' ? p.source : null,
+          campaign_id: typeof p.campaign_id === 'string' ? p.campaign_id.toLowerCase() : null,
+          campaign_send_id: typeof p.campaign_send_id === 'string' ? p.campaign_send_id.toLowerCase() : null,
+        };
+        const amount = typeof p.amount === 'number' ? p.amount : null;
+        const currency = typeof p.currency === 'string' ? p.currency.toUpperCase() : null;
+        const { rows } = sale
+          ? await sql<{ id: string }>`
+              INSERT INTO sales (team_id, contact_id, event_id, amount, currency, source, campaign_id, campaign_send_id, created_at)
+              VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${amount}, ${currency}, ${attribution.source},
+                      ${attribution.campaign_id}, ${attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx)
+          : await sql<{ id: string }>`
+              INSERT INTO leads (team_id, contact_id, event_id, source, campaign_id, campaign_send_id, created_at)
+              VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${attribution.source},
+                      ${attribution.campaign_id}, ${attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx);
+        if (contact) {
+          // first/last by the conversion's own time, so a late-arriving older event does not move last_*.
+          await (sale
+            ? sql`UPDATE contacts SET sales_count = sales_count + 1, first_sale_at = least(first_sale_at, ${at}),
+                    last_sale_at = greatest(last_sale_at, ${at}), updated_at = now() WHERE id = ${contact.id} AND team_id = ${teamId}`
+            : sql`UPDATE contacts SET leads_count = leads_count + 1, first_lead_at = least(first_lead_at, ${at}),
+                    last_lead_at = greatest(last_lead_at, ${at}), updated_at = now() WHERE id = ${contact.id} AND team_id = ${teamId}`
+          ).execute(tx);
+          // A contact the conversion created was saved: the same event an upsert would emit.
+          if (contact.created) await emit(tx, [{ teamId, name: 'contact.saved', contactId: contact.id, payload: savedPayload(contact) }]);
+        }
+        payload = {
+          [sale ? 'sale_id' : 'lead_id']: rows[0].id, contact_id: contact?.id ?? null, email: contact?.email ?? null,
+          created_at: at.toISOString(),
+          ...(sale ? { amount, currency } : {}),
+          ...attribution,
+        };
+        break;
+      }
+    }
+    await sql`UPDATE events SET contact_id = ${contact?.id ?? null}, payload = ${JSON.stringify(payload)}::jsonb,
+                     processed_at = ${process ? null : sql`now()`}
+               WHERE id = ${ev.id}`.execute(tx);
+    if (process) await enqueueProcessing(tx, ev.id);
+    return { eventId: ev.id, duplicate: false };
+  });
+}
+
+export type SubmitInput = { event_name?: string; email?: string; idempotency_key?: string; payload?: Record<string, unknown> };
+
+/**
+ * Fires one campaign for one existing contact, now, in the request's
+ * transaction: the decision (send or skip, with the same rules as a trigger) is
+ * the answer. The submission is recorded as an event (already processed: it
+ * triggers no other campaign and no webhook), so the same idempotency_key
+ * returns the first decision.
+ */
+export async function submitToCampaign(db: Db, teamId: string, campaignId: string, input: SubmitInput): Promise<{ eventId: string; decision: Decision | null }> {
+  return db.transaction().execute(async (tx) => {
+    const { rows } = await sql<{ trigger_events: string[]; send_id: string | null; status: string | null; send_data: SendDataValue }>`
+      SELECT c.trigger_events, s.id AS send_id, s.status, s.send_data
+        FROM campaigns c
+        LEFT JOIN LATERAL (SELECT id, status, send_data FROM campaign_sends s
+                            WHERE s.campaign_id = c.id AND s.team_id = c.team_id ORDER BY s.created_at DESC, s.id DESC LIMIT 1) s ON true
+       WHERE c.team_id = ${teamId} AND c.id = ${campaignId}`.execute(tx);
+    const campaign = rows[0];
+    if (!campaign) throw notFound('campaign');
+    if (!campaign.send_id || (campaign.status !== 'active' && campaign.status !== 'paused')) {
+      throw new AppError('CONFLICT', `campaign send is ${campaign.status ?? 'missing'}; nothing can be submitted to it`);
+    }
+    const email = input.email?.trim().toLowerCase();
+    const contact = email
+      ? (await sql<{ id: string }>`SELECT id FROM contacts WHERE team_id = ${teamId} AND email = ${email}`.execute(tx)).rows[0]
+      : undefined;
+    const name = input.event_name ?? campaign.trigger_events[0] ?? 'contact.saved';
+    const ev = await claimEvent(tx, { teamId, name, key: input.idempotency_key, input: input.payload ?? null });
+    if (ev.duplicate) {
+      const { rows: prior } = await sql<Decision>`
+        SELECT d.id, d.event_id, d.campaign_id, d.campaign_send_id, d.contact_id, d.decision, d.reason, d.email_send_log_id,
+               l.template_id, l.mail_account_id, d.decided_at
+          FROM campaign_decisions d LEFT JOIN email_send_log l ON l.id = d.email_send_log_id
+         WHERE d.event_id = ${ev.id} AND d.team_id = ${teamId}`.execute(tx);
+      if (prior.length !== 1 || prior[0].campaign_id !== campaignId) {
+        throw new AppError('CONFLICT', 'idempotency_key was already used by another event');
+      }
+      return { eventId: ev.id, decision: prior[0] };
+    }
+    if (!contact) {
+      const message = email ? 'no contact with this address in this team' : 'is required (idempotency_key alone names no contact)';
+      throw validationFailed([{ field: 'email', message }], 'invalid submission');
+    }
+    await sql`UPDATE events SET contact_id = ${contact.id}, processed_at = now(),
+                     payload = ${JSON.stringify({ source: 'submit', campaign_id: campaignId, contact_id: contact.id, email })}::jsonb
+               WHERE id = ${ev.id}`.execute(tx);
+    const candidate: Candidate = {
+      event_id: ev.id, team_id: teamId, contact_id: contact.id, campaign_id: campaignId,
+      campaign_send_id: campaign.send_id, send_status: campaign.status, send_data: campaign.send_data,
+    };
+    const [decision] = await decide(tx, [candidate], new Date());
+    return { eventId: ev.id, decision: decision ?? null };
+  });
+}

@@ -1,0 +1,217 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { campaignTriggerHandler } from '../../src/campaigns/engine.ts';
+import type { EventRow } from '../../src/events/process.ts';
+import { closeTransports } from '../../src/mail/send.ts';
+import { buildTestApp, type TestApp } from '../helpers.ts';
+import { createCampaign, createTemplate, drain, insertAccount, sendLog, setup, type Setup } from './fixtures.ts';
+import { startCaptureSink, type CaptureSink } from './sink.ts';
+
+describe('campaign decisions', () => {
+  let t: TestApp;
+  let sink: CaptureSink;
+  before(async () => {
+    t = await buildTestApp();
+    sink = await startCaptureSink();
+  });
+  after(async () => {
+    closeTransports();
+    await sink.close();
+    await t.close();
+  });
+
+  /** Ingests contact.saved for the address and returns the event id. */
+  async function trigger(s: Setup, email: string, name = 'contact.saved', payload?: object): Promise<string> {
+    const res = await s.a.post('/email/events', { event_name: name, email, ...(payload ? { payload } : {}) });
+    assert.equal(res.statusCode, 202, res.body);
+    return res.json().event_id;
+  }
+
+  async function decisions(s: Setup, eventId: string): Promise<[string, string, string | null][]> {
+    const res = await s.a.get(`/email/events/${eventId}/decisions`);
+    assert.equal(res.statusCode, 200, res.body);
+    return res.json().decisions.map((d: any) => [d.campaign_id, d.decision, d.reason]);
+  }
+
+  const base = (s: Setup, extra: object = {}) => ({ template_ids: [s.templateId], mail_account_ids: [s.accountId], ...extra });
+
+  test('every matching campaign gets one decision; disabled, other-trigger and other-team campaigns get none', async () => {
+    const s = await setup(t, sink.port);
+    const other = await setup(t, sink.port);
+    const on = await createCampaign(s.a, base(s));
+    await createCampaign(s.a, base(s, { event_triggered_send: { enabled: false } }));
+    await createCampaign(s.a, base(s, { events: ['lead.created'] }));
+    await createCampaign(other.a, base(other));
+    const paused = await createCampaign(s.a, base(s));
+    assert.equal((await s.a.post(`/email/campaigns/${paused.id}/stop`)).statusCode, 200);
+    const ev = await trigger(s, 'one@example.com');
+    await drain(t);
+    assert.deepEqual(
+      (await decisions(s, ev)).sort(),
+      [[on.id, 'send', null], [paused.id, 'skip', 'paused']].sort(),
+    );
+    // Re-running the job decides nothing twice (UNIQUE (event_id, campaign_id) and the pre-check).
+    const handler = campaignTriggerHandler(t.database.db);
+    const row = await t.database.db.selectFrom('events').selectAll().where('id', '=', ev).executeTakeFirstOrThrow();
+    await handler([row as unknown as EventRow]);
+    assert.equal((await decisions(s, ev)).length, 2);
+    assert.equal((await sendLog(t, s.teamId)).length, 1);
+  });
+
+  test('unsubscribed contacts are skipped', async () => {
+    const s = await setup(t, sink.port);
+    const c = await createCampaign(s.a, base(s));
+    await s.a.post('/email/contacts/unsubscribe', { email: 'gone@example.com' });
+    const ev = await trigger(s, 'gone@example.com', 'lead.created');
+    const c2 = await createCampaign(s.a, base(s, { events: ['lead.created'] }));
+    await drain(t);
+    assert.deepEqual(await decisions(s, ev), [[c2.id, 'skip', 'unsubscribed']]);
+    assert.ok(c.id);
+  });
+
+  test('segment rules: equals, not_equals, contains, greater/less than, is_set, has_tag', async () => {
+    const s = await setup(t, sink.port);
+    const rules = [
+      { field: 'country_code', operator: 'equals', value: 'de' },
+      { field: 'first_name', operator: 'not_equals', value: 'Bob' },
+      { field: 'email', operator: 'contains', value: '@example.' },
+      { field: 'custom_int_1', operator: 'greater_than', value: 10 },
+      { field: 'custom_dec_1', operator: 'less_than', value: 2.5 },
+      { field: 'last_name', operator: 'is_set' },
+      { operator: 'has_tag', value: 'vip' },
+    ];
+    const c = await createCampaign(s.a, base(s, { segment_query: { rules } }));
+    // Groups, the `op` spelling and `tags` as a field.
+    const anyRules = [{ any: [{ field: 'country_code', op: 'eq', value: 'FR' }, { field: 'tags', op: 'contains', value: 'vip' }] }];
+    const c2 = await createCampaign(s.a, base(s, { segment_query: { rules: anyRules }, event_triggered_send: { contact_cooldown_interval: 0 } }));
+    const good = { email: 'seg@example.com', first_name: 'Ann', last_name: 'Lee', country_code: 'DE', custom_int_1: 11, custom_dec_1: 2.4, tags: ['vip'] };
+    const variants: [string, object][] = [
+      ['match', {}],
+      ['country', { country_code: 'FR' }],
+      ['name', { first_name: 'Bob' }],
+      ['int', { custom_int_1: 10 }],
+      ['dec', { custom_dec_1: 2.5 }],
+      ['unset', { last_name: null }],
+      ['tag', { tags: ['other'] }],
+    ];
+    const results: Record<string, string | null> = {};
+    for (const [label, change] of variants) {
+      const res = await s.a.post('/email/contacts/upsert', { ...good, email: `seg-${label}@example.com`, ...change });
+      assert.equal(res.statusCode, 200, res.body);
+    }
+    await drain(t);
+    const rows = await t.database.db
+      .selectFrom('campaign_decisions as d')
+      .innerJoin('contacts as k', 'k.id', 'd.contact_id')
+      .select(['k.email', 'd.decision', 'd.reason'])
+      .where('d.campaign_id', '=', c.id)
+      .execute();
+    for (const r of rows) results[r.email.slice(4, r.email.indexOf('@'))] = r.reason;
+    assert.deepEqual(results, {
+      match: null, country: 'segment_mismatch', name: 'segment_mismatch', int: 'segment_mismatch',
+      dec: 'segment_mismatch', unset: 'segment_mismatch', tag: 'segment_mismatch',
+    });
+    const grouped = await t.database.db
+      .selectFrom('campaign_decisions as d')
+      .innerJoin('contacts as k', 'k.id', 'd.contact_id')
+      .select(['k.email', 'd.reason'])
+      .where('d.campaign_id', '=', c2.id)
+      .execute();
+    const byEmail = Object.fromEntries(grouped.map((r) => [r.email.slice(4, r.email.indexOf('@')), r.reason]));
+    assert.equal(byEmail.match, null, 'vip tag');
+    assert.equal(byEmail.country, null, 'FR and vip');
+    assert.equal(byEmail.tag, 'segment_mismatch', 'DE without vip');
+  });
+
+  test('malformed segment rules are 422 at create, naming the rule', async () => {
+    const s = await setup(t, sink.port);
+    const res = await s.a.post('/email/campaigns', {
+      name: 'x', events: ['contact.saved'], ...base(s),
+      segment_query: {
+        rules: [
+          { field: 'first_name', operator: 'like', value: 'a' }, { field: 'nope', operator: 'equals', value: 1 }, 'x',
+          { any: [{ field: 'custom_int_1', op: 'gt', value: 'ten' }] },
+        ],
+      },
+    });
+    assert.equal(res.statusCode, 422);
+    const body = res.json();
+    assert.equal(body.ok, false);
+    assert.equal(body.error.code, 'VALIDATION_FAILED');
+    assert.deepEqual(body.error.details.map((d: any) => d.field), [
+      'segment_query.rules[0].operator', 'segment_query.rules[1].field', 'segment_query.rules[2]', 'segment_query.rules[3].any[0].value',
+    ]);
+  });
+
+  test('cooldown and daily cap follow the engine clock (UTC days)', async () => {
+    const s = await setup(t, sink.port);
+    const c = await createCampaign(s.a, base(s, { event_triggered_send: { contact_cooldown_interval: 3600, contact_daily_email_cap: 2 } }));
+    const at = (iso: string) => () => new Date(iso);
+    const steps: [string, string | null][] = [
+      ['2030-01-01T08:00:00Z', null],
+      ['2030-01-01T08:30:00Z', 'cooldown'],
+      ['2030-01-01T09:00:01Z', null],
+      ['2030-01-01T12:00:00Z', 'daily_cap'],
+      ['2030-01-01T23:59:59Z', 'daily_cap'],
+      ['2030-01-02T00:00:00Z', null],
+    ];
+    for (const [now, reason] of steps) {
+      const ev = await trigger(s, 'clock@example.com');
+      await drain(t, { now: at(now) });
+      const [[, decision, why]] = await decisions(s, ev);
+      assert.deepEqual([now, why], [now, reason]);
+      assert.equal(decision, reason ? 'skip' : 'send');
+    }
+    assert.equal((await sendLog(t, s.teamId)).length, 3);
+    assert.ok(c.id);
+  });
+
+  test('two events for one contact at once with a cap of 1: exactly one send', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, base(s, { event_triggered_send: { contact_cooldown_interval: 0, contact_daily_email_cap: 1 } }));
+    for (let round = 0; round < 3; round++) {
+      const email = `race${round}@example.com`;
+      const ids = [await trigger(s, email), await trigger(s, email)];
+      const rows = await t.database.db.selectFrom('events').selectAll().where('id', 'in', ids).execute();
+      const handler = campaignTriggerHandler(t.database.db, () => new Date('2030-02-01T10:00:00Z'));
+      await Promise.all(rows.map((r) => handler([r as unknown as EventRow])));
+      const sends = await t.database.db
+        .selectFrom('campaign_decisions').select(['decision', 'reason']).where('event_id', 'in', ids).execute();
+      assert.deepEqual(sends.map((d) => d.reason ?? 'send').sort(), ['daily_cap', 'send'], `round ${round}`);
+    }
+  });
+
+  test('no active mail account, and accounts at their daily limit', async () => {
+    const s = await setup(t, sink.port);
+    const disabled = await createCampaign(s.a, base(s));
+    await t.database.db.updateTable('mail_accounts').set({ status: 'disabled' }).where('id', '=', s.accountId).execute();
+    const limited = await insertAccount(t, s.teamId, sink.port, { daily_limit: 1 });
+    const capped = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [limited] });
+    const e1 = await trigger(s, 'acc1@example.com');
+    const e2 = await trigger(s, 'acc2@example.com');
+    await drain(t);
+    assert.deepEqual((await decisions(s, e1)).sort(), [[capped.id, 'send', null], [disabled.id, 'skip', 'no_mail_account']].sort());
+    assert.deepEqual((await decisions(s, e2)).sort(), [[capped.id, 'skip', 'account_daily_limit'], [disabled.id, 'skip', 'no_mail_account']].sort());
+  });
+
+  test('template and account rotation: round-robin, skipping disabled accounts and accounts at their limit', async () => {
+    const s = await setup(t, sink.port);
+    const t2 = await createTemplate(s.a, { name: 'Second', subject: 'Second' });
+    const a2 = await insertAccount(t, s.teamId, sink.port, { from_email: 'two@plover.test' });
+    const a3 = await insertAccount(t, s.teamId, sink.port, { from_email: 'three@plover.test' });
+    const a4 = await insertAccount(t, s.teamId, sink.port, { from_email: 'four@plover.test', daily_limit: 1 });
+    await createCampaign(s.a, { template_ids: [s.templateId, t2], mail_account_ids: [s.accountId, a3, a2, a4] });
+    await t.database.db.updateTable('mail_accounts').set({ status: 'disabled' }).where('id', '=', a3).execute();
+    for (let i = 0; i < 6; i++) {
+      await trigger(s, `rot${i}@example.com`);
+      await drain(t);
+    }
+    const logs = await sendLog(t, s.teamId);
+    assert.equal(logs.length, 6);
+    const byEmail = new Map(logs.map((l) => [l.email, l]));
+    const order = Array.from({ length: 6 }, (_, i) => byEmail.get(`rot${i}@example.com`)!);
+    assert.deepEqual(order.map((l) => l.template_id), [s.templateId, t2, s.templateId, t2, s.templateId, t2]);
+    assert.deepEqual(order.map((l) => l.mail_account_id), [s.accountId, a2, a4, s.accountId, a2, s.accountId]);
+    assert.ok(order.every((l) => l.status === 'sent'));
+  });
+});

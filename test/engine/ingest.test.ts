@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { closeTransports } from '../../src/mail/send.ts';
+import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { api, contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
+import { startCaptureSink, type CaptureSink } from './sink.ts';
+
+describe('event ingestion', () => {
+  let t: TestApp;
+  let sink: CaptureSink;
+  before(async () => {
+    t = await buildTestApp();
+    sink = await startCaptureSink();
+  });
+  after(async () => {
+    closeTransports();
+    await sink.close();
+    await t.close();
+  });
+
+  const count = async (sql: string, params: unknown[]) => Number((await t.database.pool.query(sql, params)).rows[0].n);
+
+  test('202 {ok, event_id}; GET returns the stored event', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    const res = await a.post('/email/events', {
+      event_name: 'contact.saved', email: ' New@Example.com ', occurred_at: '2030-01-02T03:04:05.678Z', payload: { plan: 'pro' },
+    });
+    assert.equal(res.statusCode, 202, res.body);
+    const body = res.json();
+    assert.deepEqual(Object.keys(body).sort(), ['event_id', 'ok']);
+    assert.equal(body.ok, true);
+    const got = await a.get(`/email/events/${body.event_id}`);
+    assert.equal(got.statusCode, 200);
+    const ev = got.json().event;
+    const contact = await contactByEmail(t, teamId, 'new@example.com');
+    assert.equal(ev.id, body.event_id);
+    assert.equal(ev.event_name, 'contact.saved');
+    assert.equal(ev.email, 'new@example.com');
+    assert.equal(ev.contact_id, contact.id);
+    assert.equal(ev.occurred_at, '2030-01-02T03:04:05.678Z');
+    assert.deepEqual(ev.payload, { plan: 'pro' });
+    assert.equal(ev.event_payload.contact_id, contact.id);
+    assert.equal(ev.processed_at, null);
+    await drain(t);
+    assert.match((await a.get(`/email/events/${body.event_id}`)).json().event.processed_at, /Z$/);
+  });
+
+  test('the same idempotency_key returns the first id and does nothing more, also when sent concurrently', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    const body = { event_name: 'lead.created', email: 'idem@example.com', idempotency_key: 'k-1' };
+    const first = await a.post('/email/events', body);
+    const again = await a.post('/email/events', { ...body, payload: { source: 'other' } });
+    assert.equal(again.statusCode, 202);
+    assert.equal(again.json().event_id, first.json().event_id);
+    const results = await Promise.all(Array.from({ length: 8 }, () => a.post('/email/events', { ...body, idempotency_key: 'k-2' })));
+    assert.ok(results.every((r) => r.statusCode === 202), results.map((r) => r.body).join());
+    assert.equal(new Set(results.map((r) => r.json().event_id)).size, 1);
+    assert.equal(await count('SELECT count(*) AS n FROM leads WHERE team_id = $1', [teamId]), 2);
+    assert.equal((await contactByEmail(t, teamId, 'idem@example.com')).leads_count, 2);
+    assert.equal(await count(`SELECT count(*) AS n FROM events WHERE team_id = $1 AND name = 'lead.created'`, [teamId]), 2);
+    // Keys are per team.
+    const other = await makeTeam(t.database.db);
+    const theirs = await api(t, other.key).post('/email/events', body);
+    assert.notEqual(theirs.json().event_id, first.json().event_id);
+  });
+
+  test('lead.created: creates the contact, counts, emits contact.saved and lead.created with the 6.3 payload', async () => {
+    const s = await setup(t, sink.port);
+    const c = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId], events: ['lead.created'] });
+    const res = await s.a.post('/email/events', {
+      event_name: 'lead.created', email: 'lead@example.com', occurred_at: '2030-03-01T10:00:00.000Z',
+      payload: { source: 'landing', campaign_id: c.id.toUpperCase(), campaign_send_id: c.sendId },
+    });
+    assert.equal(res.statusCode, 202, res.body);
+    await s.a.post('/email/events', { event_name: 'lead.created', email: 'lead@example.com', occurred_at: '2030-02-01T10:00:00.000Z' });
+    const contact = await contactByEmail(t, s.teamId, 'lead@example.com');
+    assert.equal(contact.leads_count, 2);
+    assert.equal((contact.first_lead_at as Date).toISOString(), '2030-02-01T10:00:00.000Z');
+    assert.equal((contact.last_lead_at as Date).toISOString(), '2030-03-01T10:00:00.000Z');
+    assert.equal((await eventsNamed(t, s.teamId, 'contact.saved')).length, 1, 'created once');
+    const [lead] = await eventsNamed(t, s.teamId, 'lead.created');
+    const row = await t.database.db.selectFrom('leads').selectAll().where('event_id', '=', lead.id).executeTakeFirstOrThrow();
+    assert.deepEqual(lead.payload, {
+      lead_id: row.id, contact_id: contact.id, email: 'lead@example.com', created_at: '2030-03-01T10:00:00.000Z',
+      source: 'landing', campaign_id: c.id, campaign_send_id: c.sendId,
+    });
+    await drain(t);
+    assert.deepEqual((await s.a.get(`/email/events/${res.json().event_id}/decisions`)).json().decisions.map((d: any) => d.decision), ['send']);
+  });
+
+  test('sale.created: counters and payload with amount and currency', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    await a.post('/email/contacts/upsert', { email: 'buyer@example.com' });
+    const res = await a.post('/email/events', { event_name: 'sale.created', email: 'buyer@example.com', payload: { amount: 49.9, currency: 'eur', source: 'shop' } });
+    assert.equal(res.statusCode, 202, res.body);
+    const contact = await contactByEmail(t, teamId, 'buyer@example.com');
+    assert.equal(contact.sales_count, 1);
+    assert.ok(contact.first_sale_at && contact.last_sale_at);
+    const [sale] = await eventsNamed(t, teamId, 'sale.created');
+    const row = await t.database.db.selectFrom('sales').selectAll().where('event_id', '=', sale.id).executeTakeFirstOrThrow();
+    assert.equal(row.amount, '49.9');
+    assert.deepEqual(sale.payload, {
+      sale_id: row.id, contact_id: contact.id, email: 'buyer@example.com', created_at: (sale.occurred_at as Date).toISOString(),
+      amount: 49.9, currency: 'EUR', source: 'shop', campaign_id: null, campaign_send_id: null,
+    });
+    assert.equal((await eventsNamed(t, teamId, 'contact.saved')).length, 1, 'the upsert only; the sale created no contact');
+    // Without an e-mail address: recorded, no contact.
+    const anon = await a.post('/email/events', { event_name: 'sale.created', idempotency_key: 'order-1', payload: { amount: 5 } });
+    assert.equal(anon.statusCode, 202);
+    assert.equal((await a.get(`/email/events/${anon.json().event_id}`)).json().event.contact_id, null);
+  });
+
+  test('contact.unsubscribed: status, reason, listed, one email.contact.unsubscribed event; later triggers skip', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId], events: ['lead.created'] });
+    await s.a.post('/email/contacts/upsert', { email: 'bye@example.com' });
+    const res = await s.a.post('/email/events', { event_name: 'contact.unsubscribed', email: 'bye@example.com', payload: { reason: 'too many' } });
+    assert.equal(res.statusCode, 202, res.body);
+    await s.a.post('/email/events', { event_name: 'contact.unsubscribed', email: 'bye@example.com' });
+    const contact = await contactByEmail(t, s.teamId, 'bye@example.com');
+    assert.equal(contact.status, 'unsubscribed');
+    assert.equal(contact.unsubscribed_reason, 'too many');
+    const events = await eventsNamed(t, s.teamId, 'contact.unsubscribed');
+    assert.equal(events.length, 2, 'both recorded');
+    assert.equal(events.filter((e) => e.processed_at === null).length, 1, 'only the change is processed (one webhook)');
+    assert.equal(events[0].payload.unsubscribe_method, 'api');
+    assert.equal(events[0].payload.unsubscribe_reason, 'too many');
+    const list = await s.a.get('/email/contacts/unsubscribes');
+    assert.deepEqual(list.json().contacts.map((c: any) => c.email), ['bye@example.com']);
+    const lead = await s.a.post('/email/events', { event_name: 'lead.created', email: 'bye@example.com' });
+    await drain(t);
+    assert.deepEqual((await s.a.get(`/email/events/${lead.json().event_id}/decisions`)).json().decisions.map((d: any) => d.reason), ['unsubscribed']);
+    assert.equal((await sendLog(t, s.teamId)).length, 0);
+  });
+
+  test('validation errors are 422 with the error envelope; nothing is written', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    const other = await makeTeam(t.database.db);
+    const otherCampaign = (await t.database.pool.query(
+      `INSERT INTO campaigns (team_id, name, draft_data, trigger_events) VALUES ($1, 'x', '{}', '{}') RETURNING id`, [other.teamId],
+    )).rows[0].id;
+    const cases: [object, string][] = [
+      [{ event_name: 'email.sent', email: 'a@example.com' }, 'event_name'],
+      [{ event_name: 'lead.created' }, 'email'],
+      [{ event_name: 'contact.saved', idempotency_key: 'k' }, 'email'],
+      [{ event_name: 'lead.created', email: 'not-an-address' }, 'email'],
+      [{ event_name: 'lead.created', email: 'a@example.com', occurred_at: 'yesterday' }, 'occurred_at'],
+      [{ event_name: 'lead.created', email: 'a@example.com', occurred_at: '2030-02-30T10:00:00Z' }, 'occurred_at'],
+      [{ event_name: 'lead.created', email: 'a@example.com', payload: [] }, 'payload'],
+      [{ event_name: 'lead.created', email: 'a@example.com', extra: 1 }, 'extra'],
+      [{ event_name: 'lead.created', email: 'a@example.com', idempotency_key: '' }, 'idempotency_key'],
+      [{ event_name: 'sale.created', email: 'a@example.com', payload: { amount: '12' } }, 'payload.amount'],
+      [{ event_name: 'sale.created', email: 'a@example.com', payload: { currency: 'euro' } }, 'payload.currency'],
+      [{ event_name: 'lead.created', email: 'a@example.com', payload: { campaign_id: 'x' } }, 'payload.campaign_id'],
+      [{ event_name: 'lead.created', email: 'a@example.com', payload: { campaign_id: otherCampaign } }, 'payload.campaign_id'],
+      [{ event_name: 'lead.created', email: 'a@example.com', payload: { note: 'a\u0000b' } }, '(body)'],
+    ];
+    for (const [body, field] of cases) {
+      const res = await a.post('/email/events', body);
+      assert.equal(res.statusCode, 422, `${JSON.stringify(body)}: ${res.body}`);
+      const err = res.json();
+      assert.equal(err.ok, false);
+      assert.equal(err.error.code, 'VALIDATION_FAILED');
+      assert.ok(err.error.details.some((d: any) => d.field === field), `${JSON.stringify(body)} names ${field}: ${res.body}`);
+    }
+    const malformed = await t.app.inject({
+      method: 'POST', url: '/public/v1/email/events', headers: { 'x-api-key': key, 'content-type': 'application/json' }, payload: '{"event_name":',
+    });
+    assert.equal(malformed.statusCode, 422);
+    assert.equal(await count('SELECT count(*) AS n FROM events WHERE team_id = $1', [teamId]), 0);
+    assert.equal(await count('SELECT count(*) AS n FROM contacts WHERE team_id = $1', [teamId]), 0);
+  });
+
+  test("team isolation: another team's event ids are 404; malformed ids are 404", async () => {
+    const mine = await makeTeam(t.database.db);
+    const theirs = await makeTeam(t.database.db);
+    const ev = (await api(t, theirs.key).post('/email/events', { event_name: 'contact.saved', email: 'x@example.com' })).json().event_id;
+    const a = api(t, mine.key);
+    for (const url of [`/email/events/${ev}`, `/email/events/${ev}/decisions`, '/email/events/nope', '/email/events/nope/decisions']) {
+      const res = await a.get(url);
+      assert.equal(res.statusCode, 404, url);
+      assert.equal(res.json().error.code, 'NOT_FOUND');
+    }
+    assert.equal((await t.app.inject({ url: `/public/v1/email/events/${ev}` })).statusCode, 401);
+  });
+});

@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { closeTransports } from '../../src/mail/send.ts';
+import { TrackingLinks } from '../../src/mail/tracking-links.ts';
+import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
+import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
+import { decodeHeader, parseMessage, startCaptureSink, type CaptureSink } from './sink.ts';
+
+describe('sending: upsert → decision → SMTP → result', () => {
+  let t: TestApp;
+  let sink: CaptureSink;
+  before(async () => {
+    t = await buildTestApp();
+    sink = await startCaptureSink();
+  });
+  after(async () => {
+    closeTransports();
+    await sink.close();
+    await t.close();
+  });
+
+  test('the e-mail arrives personalised, with both parts, tracked links, pixel, honeypot and one-click unsubscribe', async () => {
+    const s = await setup(t, sink.port, {
+      subject: 'Hello {{ contact.first_name }} from {{ contact.country_code }}',
+      content:
+        '<html><body><p>Hi {{ contact.first_name }} ({{ contact.custom_str_1 }})</p>' +
+        '{% if contact.tags contains "vip" %}<p>VIP</p>{% endif %}' +
+        '<a href="https://example.com/offer?a=1&amp;b=2">Offer</a> <a href="mailto:help@example.com">Help</a>' +
+        '<a href="{{ unsubscribe_url }}">Unsubscribe</a></body></html>',
+      alt_content: 'Hi {{ contact.first_name }}, see https://example.com/offer',
+    });
+    const { id: campaignId, sendId } = await createCampaign(s.a, {
+      template_ids: [s.templateId], mail_account_ids: [s.accountId], from_name: 'Ann from Plover', reply_to_email: 'reply@plover.test',
+    });
+    const before = sink.messages.length;
+    const up = await s.a.post('/email/contacts/upsert', {
+      email: 'Ada@Example.com', first_name: 'Ada', country_code: 'gb', custom_str_1: '<b>x</b>', tags: ['vip'],
+    });
+    assert.equal(up.statusCode, 200, up.body);
+    await drain(t);
+    await sink.waitFor(before + 1);
+    const msg = sink.messages[before];
+    assert.deepEqual(msg.to, ['ada@example.com']);
+    assert.equal(msg.from, 'news@plover.test');
+    const m = parseMessage(msg.raw);
+    assert.equal(decodeHeader(m.headers.get('subject')!), 'Hello Ada from GB');
+    assert.match(decodeHeader(m.headers.get('from')!), /Ann from Plover.*<news@plover\.test>/);
+    assert.match(m.headers.get('reply-to')!, /reply@plover\.test/);
+
+    const [log] = await sendLog(t, s.teamId);
+    assert.equal(log.status, 'sent');
+    assert.equal(log.attempts, 1);
+    assert.equal(log.campaign_id, campaignId);
+    assert.equal(m.headers.get('message-id'), `<${log.id}@plover.test>`);
+    assert.equal(log.message_id, `${log.id}@plover.test`);
+
+    const links = new TrackingLinks(testConfig().publicUrl, testConfig().appSecret!);
+    assert.equal(m.headers.get('list-unsubscribe'), `<${links.unsubscribeUrl(log.id)}>`);
+    assert.equal(m.headers.get('list-unsubscribe-post'), 'List-Unsubscribe=One-Click');
+
+    assert.match(m.html, /Hi Ada \(&lt;b&gt;x&lt;\/b&gt;\)/, 'contact values are HTML-escaped');
+    assert.match(m.html, /<p>VIP<\/p>/, 'tags are available');
+    const click = links.clickUrl(log.id, 'https://example.com/offer?a=1&b=2').replace(/&/g, '&amp;');
+    assert.ok(m.html.includes(`href="${click}"`), 'the link goes through the signed click redirect');
+    assert.ok(!m.html.includes('href="https://example.com/offer'), 'no untracked copy of the link');
+    assert.ok(m.html.includes('href="mailto:help@example.com"'), 'mailto links are left alone');
+    assert.ok(m.html.includes(`href="${links.unsubscribeUrl(log.id)}"`), 'the unsubscribe link is direct');
+    assert.ok(m.html.includes(links.openPixelUrl(log.id)), 'open pixel');
+    assert.ok(m.html.includes(`href="${links.honeypotUrl(log.id)}"`), 'honeypot link');
+    assert.match(m.html, /display:none/);
+    assert.equal(m.text.trim(), `Hi Ada, see ${links.clickUrl(log.id, 'https://example.com/offer')}`);
+
+    const [sent] = await eventsNamed(t, s.teamId, 'email.sent');
+    const contact = await contactByEmail(t, s.teamId, 'ada@example.com');
+    assert.deepEqual(sent.payload, {
+      email_send_log_id: log.id, contact_id: contact.id, email: 'ada@example.com', subject: 'Hello Ada from GB',
+      sent_at: (log.sent_at as Date).toISOString(), mail_server_id: s.accountId, campaign_id: campaignId, campaign_send_id: sendId,
+    });
+    assert.equal(contact.sent_count, 1);
+    assert.ok(contact.first_sent_at && contact.last_sent_at);
+    const campaign = (await s.a.get(`/email/campaigns/${campaignId}`)).json().campaign;
+    assert.equal(campaign.campaign_sends[0].send_progress.total_sent, 1);
+    assert.equal(campaign.campaign_sends[0].send_progress.delivery_rate, 1);
+    assert.equal(campaign.draft_data.last_sent_at, (log.sent_at as Date).toISOString());
+
+    const [saved] = await eventsNamed(t, s.teamId, 'contact.saved');
+    const d = await s.a.get(`/email/events/${saved.id}/decisions`);
+    assert.equal(d.statusCode, 200);
+    assert.equal(d.json().processed, true);
+    assert.deepEqual(
+      d.json().decisions.map((x: any) => [x.campaign_id, x.decision, x.reason, x.email_send_log_id, x.send_status]),
+      [[campaignId, 'send', null, log.id, 'sent']],
+    );
+
+    // A duplicate send_email job (or a retried one) claims nothing: still one message.
+    await t.database.pool.query(`SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_id', $1::text))`, [log.id]);
+    await drain(t);
+    assert.equal(sink.messages.length, before + 1);
+    assert.equal((await sendLog(t, s.teamId))[0].attempts, 1);
+  });
+
+  test('without tracking: plain links, no pixel, no honeypot; unsubscribe headers still there', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId], open_tracking: false, click_tracking: false });
+    const before = sink.messages.length;
+    await s.a.post('/email/contacts/upsert', { email: 'plain@example.com', first_name: 'Pia' });
+    await drain(t);
+    await sink.waitFor(before + 1);
+    const m = parseMessage(sink.messages[before].raw);
+    assert.ok(m.html.includes('href="https://example.com/offer?a=1&b=2"'));
+    assert.ok(!m.html.includes('/t/o/') && !m.html.includes('/t/h/') && !m.html.includes('/t/c/'));
+    assert.ok(m.headers.get('list-unsubscribe'));
+    assert.match(m.text, /Hi Pia/, 'the text part is derived when the template has none');
+  });
+
+  test('5xx at RCPT TO: hard bounce, contact bounced, counters and email.bounced.hard; no retry', async () => {
+    const s = await setup(t, sink.port);
+    const { sendId } = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    await s.a.post('/email/contacts/upsert', { email: 'hard1@example.com' });
+    await drain(t);
+    const [log] = await sendLog(t, s.teamId);
+    assert.equal(log.status, 'bounced_hard');
+    assert.equal(log.attempts, 1);
+    assert.match(log.smtp_response!, /550/);
+    const contact = await contactByEmail(t, s.teamId, 'hard1@example.com');
+    assert.equal(contact.status, 'bounced');
+    assert.equal(contact.hard_bounces_count, 1);
+    assert.equal(contact.sent_count, 0);
+    assert.ok(contact.first_bounced_at && contact.last_bounced_at);
+    const [ev] = await eventsNamed(t, s.teamId, 'email.bounced.hard');
+    assert.equal(ev.payload.email_send_log_id, log.id);
+    assert.equal(ev.payload.contact_id, contact.id);
+    assert.equal(ev.payload.bounce_category, 'rejected');
+    assert.equal(ev.payload.message_id, log.message_id);
+    assert.match(String(ev.payload.diagnostic), /^smtp; .*550/);
+    const send = await t.database.db.selectFrom('campaign_sends').select('send_progress').where('id', '=', sendId).executeTakeFirstOrThrow();
+    assert.equal((send.send_progress as any).total_bounced, 1);
+    assert.equal((send.send_progress as any).delivery_rate, 0);
+
+    // A bounced contact is skipped by the next trigger.
+    await s.a.post('/email/contacts/upsert', { email: 'hard1@example.com', first_name: 'Again' });
+    await drain(t);
+    const saved = await eventsNamed(t, s.teamId, 'contact.saved');
+    const d = (await s.a.get(`/email/events/${saved[1].id}/decisions`)).json();
+    assert.deepEqual(d.decisions.map((x: any) => x.reason), ['bounced']);
+  });
+
+  test('4xx: deferred and retried with backoff, then a soft bounce when the retries are spent', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    const attempts = sink.rcptAttempts.length;
+    await s.a.post('/email/contacts/upsert', { email: 'soft1@example.com' });
+    await drain(t, { config: { sendRetryDelays: [0, 0] } });
+    const [log] = await sendLog(t, s.teamId);
+    assert.equal(log.status, 'bounced_soft');
+    assert.equal(log.attempts, 3, 'first try and two retries');
+    assert.equal(sink.rcptAttempts.length - attempts, 3);
+    assert.equal((await eventsNamed(t, s.teamId, 'email.deferred')).length, 2);
+    const [soft] = await eventsNamed(t, s.teamId, 'email.bounced.soft');
+    assert.equal(soft.payload.email_send_log_id, log.id);
+    const [deferred] = await eventsNamed(t, s.teamId, 'email.deferred');
+    assert.match(String(deferred.payload.defer_reason), /451/);
+    const contact = await contactByEmail(t, s.teamId, 'soft1@example.com');
+    assert.equal(contact.status, 'active', 'a soft bounce does not suppress the contact');
+    assert.equal(contact.soft_bounces_count, 1);
+  });
+
+  test('a deferred retry waits for its delay', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    await s.a.post('/email/contacts/upsert', { email: 'soft2@example.com' });
+    await drain(t, { config: { sendRetryDelays: [3600] } });
+    const [log] = await sendLog(t, s.teamId);
+    assert.equal(log.status, 'deferred');
+    assert.equal(log.attempts, 1);
+  });
+
+  test('a row left in `sending` by a dead worker is never sent again: failed after the lease', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    await s.a.post('/email/contacts/upsert', { email: 'crash@example.com' });
+    await drain(t);
+    const before = sink.messages.length;
+    // As if a worker had claimed the row and died mid-send: the retried job finds it in `sending`.
+    const [log] = await sendLog(t, s.teamId);
+    await t.database.pool.query(`UPDATE email_send_log SET status = 'sending', updated_at = now() - interval '1 hour' WHERE id = $1`, [log.id]);
+    const { sendEmailTask } = await import('../../src/mail/send.ts');
+    const task = sendEmailTask({ db: t.database.db, config: testConfig({ sendLeaseSeconds: 600 }) });
+    await task({ email_send_log_id: log.id }, {} as never);
+    const [after] = await sendLog(t, s.teamId);
+    assert.equal(after.status, 'failed');
+    assert.match(after.last_error!, /not resent/);
+    assert.equal(sink.messages.length, before);
+    // Within the lease the job is retried later (it throws), still without sending.
+    await t.database.pool.query(`UPDATE email_send_log SET status = 'sending', updated_at = now() WHERE id = $1`, [log.id]);
+    await assert.rejects(async () => task({ email_send_log_id: log.id }, {} as never));
+    assert.equal(sink.messages.length, before);
+  });
+});
