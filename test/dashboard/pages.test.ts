@@ -118,6 +118,9 @@ describe('contacts and template preview', () => {
     assert.equal(preview.statusCode, 200);
     assert.match(preview.body, /Hi Bob/);
     assert.match(preview.body, /srcdoc="&lt;p&gt;Hello Bob \(\)&lt;\/p&gt;"/);
+    // As the sender does: a contact's value is text in the HTML, never markup.
+    const ada = await session.get(`/templates/${templateId}?contact=ada@example.com`);
+    assert.match(ada.body, /srcdoc="&lt;p&gt;Hello &amp;lt;script&amp;gt;alert\(1\)&amp;lt;\/script&amp;gt; \(gold\)&lt;\/p&gt;"/);
     const missing = await session.get(`/templates/${templateId}?contact=nobody@example.com`);
     assert.match(missing.body, /No contact with the e-mail/);
   });
