@@ -172,7 +172,9 @@ export class WebhookDispatcher {
     })
       .then((o) => {
         const attemptNo = d.sequence_attempts + 1;
-        const next = o.ok ? null : nextAttemptAt(attemptNo, d.max_attempts, this.config.webhookRetryDelays, o);
+        // The schedule counts from the start of the failed attempt, so a slow
+        // receiver does not stretch it.
+        const next = o.ok ? null : nextAttemptAt(attemptNo, d.max_attempts, this.config.webhookRetryDelays, o, o.at);
         this.results.push({
           id: d.id,
           webhook_id: d.webhook_id,
