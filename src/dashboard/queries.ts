@@ -4,6 +4,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import { escapeLike } from '../http/schemas.ts';
+import { envelopeOf } from '../webhooks/deliveries.ts';
 
 export const CAMPAIGNS_PER_PAGE = 20;
 export const CONTACTS_PER_PAGE = 50;
@@ -125,7 +126,8 @@ export async function deliveryPage(
 ) {
   let q = db
     .selectFrom('webhook_deliveries')
-    .select(['id', 'event', 'payload', 'status', 'response_code', 'response_body', 'attempts', 'attempt_log', 'next_attempt_at', 'last_error', 'created_at'])
+    .select(['id', 'event', 'status', 'response_code', 'response_body', 'attempts', 'attempt_log', 'next_attempt_at', 'last_error', 'created_at'])
+    .select(envelopeOf('webhook_deliveries').as('payload'))
     .where('team_id', '=', teamId)
     .where('webhook_id', '=', webhookId);
   if (status) q = q.where('status', '=', status);
