@@ -25,7 +25,7 @@ export interface WebhookDeliveriesTable {
   webhook_id: string;
   event_id: string | null;
   event: string;
-  payload: Json<Record<string, unknown>>;
+  payload: Json<Record<string, unknown>> | null;
   status: Generated<'pending' | 'success' | 'failed'>;
   attempts: Generated<number>;
   sequence_attempts: Generated<number>;

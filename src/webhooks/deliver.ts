@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import { Agent, request } from 'undici';
 import { bareHost, guardedLookup, refusalFor, type AllowList } from './guard.ts';
 import { MAX_RETRY_AFTER_S, RESPONSE_BODY_LIMIT } from './deliveries.ts';
-import { signedHeaders } from './signing.ts';
+import { signedHeaders, type SigningKeys } from './signing.ts';
 
 export function deliveryAgent(allow: AllowList, timeoutMs: number): Agent {
   return new Agent({
@@ -65,7 +65,7 @@ export async function attemptDelivery(opts: {
   agent: Agent;
   allow: AllowList;
   url: string;
-  secret: string;
+  keys: SigningKeys;
   envelope: Record<string, unknown>;
   timeoutMs: number;
   userAgent: string;
@@ -102,7 +102,7 @@ export async function attemptDelivery(opts: {
     const res = await request(target, {
       method: 'POST',
       dispatcher: opts.agent,
-      headers: signedHeaders({ secret: opts.secret, id, body, timestamp, userAgent: opts.userAgent }),
+      headers: signedHeaders({ keys: opts.keys, id, body, timestamp, userAgent: opts.userAgent }),
       body,
       signal: AbortSignal.timeout(opts.timeoutMs),
     });

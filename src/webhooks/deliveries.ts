@@ -34,12 +34,26 @@ export type DeliveryView = {
   updated_at: string;
 };
 
+/**
+ * The envelope (interface.md 6.2) of a delivery row (`table`: its name or alias in
+ * the query): the stored one, or built from its event. Deterministic, so every
+ * retry and resend sends the same bytes.
+ */
+export function envelopeOf(table: string) {
+  const t = sql.table(table);
+  return sql<Record<string, unknown> | null>`coalesce(${t}.payload, (
+    SELECT json_build_object('id', ${t}.id, 'event', ${t}.event, 'team_id', ${t}.team_id,
+      'timestamp', to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+      'payload', e.payload)
+    FROM events e WHERE e.id = ${t}.event_id))`;
+}
+
 export function toDeliveryView(row: DeliveryRow): DeliveryView {
   return {
     id: row.id,
     webhook_id: row.webhook_id,
     event: row.event,
-    payload: row.payload,
+    payload: row.payload ?? {},
     status: row.status,
     response_code: row.response_code,
     response_body: row.response_body,
@@ -56,8 +70,8 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
 /**
  * Fan-out: one delivery per (event, enabled subscribed webhook of its team), in
  * one statement per event batch. Idempotent: UNIQUE (event_id, webhook_id) makes
- * a retried job insert nothing twice. The envelope (interface.md 6.2) is built
- * here once; its id is the delivery id, so every retry and resend repeats it.
+ * a retried job insert nothing twice. The envelope's id is the delivery id, so
+ * every retry and resend repeats it (envelopeOf).
  */
 export async function enqueueDeliveries(db: Db, events: Pick<EventRow, 'id'>[]): Promise<number> {
   if (events.length === 0) return 0;
@@ -65,21 +79,14 @@ export async function enqueueDeliveries(db: Db, events: Pick<EventRow, 'id'>[]):
   return db.transaction().execute(async (tx) => {
     const res = await sql`
       WITH ev AS (
-        SELECT e.id AS event_id, e.team_id, e.payload, e.occurred_at,
+        SELECT e.id AS event_id, e.team_id,
                CASE WHEN e.name LIKE 'email.%' THEN e.name ELSE 'email.' || e.name END AS hook_event
         FROM events e
         WHERE e.id = ANY(${ids}::uuid[])
-      ), pairs AS (
-        SELECT plover_uuid_v7() AS id, ev.*, w.id AS webhook_id
-        FROM ev JOIN webhooks w ON w.team_id = ev.team_id AND w.is_enabled AND ev.hook_event = ANY (w.events)
       )
-      INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, event, payload, next_attempt_at)
-      SELECT id, team_id, webhook_id, event_id, hook_event,
-             json_build_object('id', id, 'event', hook_event, 'team_id', team_id,
-               'timestamp', to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-               'payload', payload),
-             now()
-      FROM pairs
+      INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, event, next_attempt_at)
+      SELECT plover_uuid_v7(), ev.team_id, w.id, ev.event_id, ev.hook_event, now()
+      FROM ev JOIN webhooks w ON w.team_id = ev.team_id AND w.is_enabled AND ev.hook_event = ANY (w.events)
       ON CONFLICT (event_id, webhook_id) DO NOTHING`.execute(tx);
     const n = Number(res.numAffectedRows ?? 0);
     if (n > 0) await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
@@ -91,7 +98,8 @@ export type ClaimedDelivery = {
   id: string;
   team_id: string;
   webhook_id: string;
-  payload: Record<string, unknown>;
+  /** Null only when its event row is gone. */
+  payload: Record<string, unknown> | null;
   sequence_attempts: number;
   max_attempts: number;
   url: string;
@@ -131,8 +139,8 @@ export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number)
         next_attempt_at = CASE WHEN w.is_enabled THEN d.next_attempt_at END
     FROM due, webhooks w
     WHERE d.id = due.id AND w.id = d.webhook_id
-    RETURNING d.id, d.team_id, d.webhook_id, d.payload, d.sequence_attempts, d.max_attempts, w.url, w.secret_enc,
-              d.locked_until AS lease, w.is_enabled`.execute(tx);
+    RETURNING d.id, d.team_id, d.webhook_id, ${envelopeOf('d')} AS payload, d.sequence_attempts, d.max_attempts,
+              w.url, w.secret_enc, d.locked_until AS lease, w.is_enabled`.execute(tx);
   });
   return rows.filter((r) => r.is_enabled);
 }
@@ -238,7 +246,7 @@ export async function listDeliveries(db: Db, teamId: string, webhookId: string, 
   if (f.status) q = q.where('status', '=', f.status);
   if (f.event) q = q.where('event', '=', f.event);
   const [rows, total] = await Promise.all([
-    q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(f.perPage).offset((f.page - 1) * f.perPage).execute(),
+    q.selectAll().select(envelopeOf('webhook_deliveries').as('payload')).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(f.perPage).offset((f.page - 1) * f.perPage).execute(),
     q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
   ]);
   return { rows, total: Number(total.n) };
@@ -261,6 +269,7 @@ export async function resendDelivery(db: Db, teamId: string, webhookId: string, 
       .where('webhook_id', '=', webhookId)
       .where('id', '=', id)
       .returningAll()
+      .returning(envelopeOf('webhook_deliveries').as('payload'))
       .executeTakeFirst();
     if (row) await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
     return row;
@@ -284,5 +293,11 @@ export async function insertSimulatedDelivery(
 }
 
 export async function findDelivery(db: Db, teamId: string, id: string): Promise<DeliveryRow | undefined> {
-  return db.selectFrom('webhook_deliveries').selectAll().where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+  return db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .select(envelopeOf('webhook_deliveries').as('payload'))
+    .where('team_id', '=', teamId)
+    .where('id', '=', id)
+    .executeTakeFirst();
 }

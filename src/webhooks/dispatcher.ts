@@ -17,6 +17,7 @@ import type { SecretBox } from '../lib/secrets.ts';
 import { attemptDelivery, deliveryAgent, nextAttemptAt } from './deliver.ts';
 import { claimDueDeliveries, DELIVERY_CHANNEL, recordAttempts, secondsUntilNextDue, type AttemptResult, type ClaimedDelivery } from './deliveries.ts';
 import { parseAllowList, type AllowList } from './guard.ts';
+import { signingKeys, type SigningKeys } from './signing.ts';
 import { webhookSecretBox } from './queries.ts';
 
 type Logger = Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
@@ -45,7 +46,7 @@ export class WebhookDispatcher {
   private listener: pg.PoolClient | null = null;
   private loopDone: Promise<void> = Promise.resolve();
   private readonly claimFloor: number;
-  private readonly secrets = new Map<string, { enc: Buffer; secret: string }>();
+  private readonly keys = new Map<string, { enc: Buffer; keys: SigningKeys }>();
 
   constructor(deps: { db: Db; pool: pg.Pool; config: Config; log: Logger }) {
     this.db = deps.db;
@@ -153,9 +154,17 @@ export class WebhookDispatcher {
 
   private send(d: ClaimedDelivery): void {
     this.inFlight++;
-    let secret: string;
+    if (d.payload === null) {
+      // Its event row was deleted: nothing left to send.
+      this.results.push(this.giveUp(d, 'the event of this delivery no longer exists'));
+      this.scheduleFlush();
+      this.inFlight--;
+      return;
+    }
+    const envelope = d.payload;
+    let keys: SigningKeys;
     try {
-      secret = this.secretOf(d);
+      keys = this.keysOf(d);
     } catch (err) {
       this.log.error({ err, delivery_id: d.id }, 'cannot decrypt webhook secret (was APP_SECRET changed?)');
       this.inFlight--;
@@ -165,14 +174,16 @@ export class WebhookDispatcher {
       agent: this.agent,
       allow: this.allow,
       url: d.url,
-      secret,
-      envelope: d.payload,
+      keys,
+      envelope,
       timeoutMs: this.config.webhookTimeoutMs,
       userAgent: `${this.config.serviceName}/1.0`,
     })
       .then((o) => {
         const attemptNo = d.sequence_attempts + 1;
-        const next = o.ok ? null : nextAttemptAt(attemptNo, d.max_attempts, this.config.webhookRetryDelays, o);
+        // The schedule counts from the start of the failed attempt, so a slow
+        // receiver does not stretch it.
+        const next = o.ok ? null : nextAttemptAt(attemptNo, d.max_attempts, this.config.webhookRetryDelays, o, o.at);
         this.results.push({
           id: d.id,
           webhook_id: d.webhook_id,
@@ -194,14 +205,21 @@ export class WebhookDispatcher {
       });
   }
 
-  /** Decrypted secrets, per webhook, until the ciphertext changes (enable issues a new one). */
-  private secretOf(d: ClaimedDelivery): string {
-    const cached = this.secrets.get(d.webhook_id);
-    if (cached && cached.enc.equals(d.secret_enc)) return cached.secret;
-    const secret = this.box.open(d.secret_enc);
-    if (this.secrets.size > 10_000) this.secrets.clear();
-    this.secrets.set(d.webhook_id, { enc: d.secret_enc, secret });
-    return secret;
+  private giveUp(d: ClaimedDelivery, error: string): AttemptResult {
+    return {
+      id: d.id, webhook_id: d.webhook_id, lease: d.lease, at: new Date(), status: 'failed', response_code: null,
+      response_body: null, error, duration_ms: 0, next_attempt_at: null, gone: false,
+    };
+  }
+
+  /** Signing keys per webhook, until its secret's ciphertext changes (enable issues a new one). */
+  private keysOf(d: ClaimedDelivery): SigningKeys {
+    const cached = this.keys.get(d.webhook_id);
+    if (cached && cached.enc.equals(d.secret_enc)) return cached.keys;
+    const keys = signingKeys(this.box.open(d.secret_enc));
+    if (this.keys.size > 10_000) this.keys.clear();
+    this.keys.set(d.webhook_id, { enc: d.secret_enc, keys });
+    return keys;
   }
 
   private scheduleFlush(): void {

@@ -17,6 +17,7 @@ import {
   toDeliveryView,
 } from './deliveries.ts';
 import { checkTargetUrl, parseAllowList } from './guard.ts';
+import { signingKeys } from './signing.ts';
 import {
   createWebhook,
   deleteWebhook,
@@ -142,7 +143,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
         agent,
         allow,
         url: hook.url,
-        secret: openSecret(b, hook),
+        keys: signingKeys(openSecret(b, hook)),
         envelope,
         timeoutMs: config.webhookTimeoutMs,
         userAgent: `${config.serviceName}/1.0`,

@@ -10,7 +10,8 @@ import { WebhookDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { startReceiver, type Receiver, type Received } from './receiver.ts';
 
-const DELAYS = [0.5, 1, 1.5, 2, 2.5, 3];
+// Compressed, increasing schedule; 10% of the shortest is 80 ms.
+const DELAYS = [0.8, 1.2, 1.6, 2.0, 2.4, 2.8];
 const config = testConfig({ webhookAllowedTargets: ['127.0.0.1'], webhookRetryDelays: DELAYS, webhookTimeoutMs: 1_000 });
 
 /** An independent check of X-FY-Signature: recompute over the raw bytes received. */
@@ -159,6 +160,7 @@ describe('webhook delivery', () => {
       const want = DELAYS[i]!;
       assert.ok(Math.abs(gap - want) <= want * 0.1, `attempt ${i + 2} came ${gap.toFixed(3)} s after the previous one; schedule ${want} s`);
     });
+    process.stderr.write(`retry gaps (s): ${gaps.map((g) => g.toFixed(3)).join(', ')}; schedule ${DELAYS.join(', ')}\n`);
     assert.equal(new Set(got.map((x) => x.body.id)).size, 1, 'every retry repeats the envelope id');
     await sleep(4_000);
     assert.equal(r.received.length, 7, 'no eighth attempt');
