@@ -6,24 +6,34 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { createApiKey } from '../../src/teams/queries.ts';
+import { createUser } from '../../src/dashboard/users.ts';
+import { PASSWORD, Session } from '../dashboard/session.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 import { startSmtpSink, type SmtpSink } from '../mail/smtp-sink.ts';
 import { insertSend, testLinks } from '../tracking/fixtures.ts';
 
-export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'send';
+export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send';
 export type Ids = Record<IdKind, string[]>;
-export type Team = { teamId: string; key: string; ids: Ids; emails: string[] };
+/** `key` makes every request (ids.apiKey[0]); ids.apiKey[1] is a spare key, there to be revoked. `session` is a signed-in dashboard user. */
+export type Team = { teamId: string; key: string; ids: Ids; emails: string[]; session: Session };
 
-/** Which resource a path parameter names, by the route's path. Unknown: throws, so a new route must be added here. */
+/**
+ * Which resource a path parameter names, by the route's path (API under
+ * /public/v1, dashboard pages elsewhere). Unknown: throws, so a new route must
+ * be added here.
+ */
 export function idKindOf(path: string, param: string): Exclude<IdKind, 'send'> {
-  const p = path.replace(/^\/public\/v1/, '').replace(/:([A-Za-z_]+)/g, '{$1}');
-  if (param === 'delivery_id' && p.startsWith('/webhooks/{id}/deliveries/{delivery_id}')) return 'delivery';
+  const p = path.replace(/:([A-Za-z_]+)/g, '{$1}');
+  const api = p.startsWith('/public/v1/');
+  const rest = p.replace(/^\/public\/v1/, '');
+  if (param === 'delivery_id' && api && rest.startsWith('/webhooks/{id}/deliveries/{delivery_id}')) return 'delivery';
+  if (param === 'delivery' && !api && rest.startsWith('/webhooks/{id}/deliveries/{delivery}')) return 'delivery';
   if (param === 'id') {
-    if (p.startsWith('/email/templates/{id}')) return 'template';
-    if (p.startsWith('/email/mail-accounts/{id}')) return 'mailAccount';
-    if (p.startsWith('/email/campaigns/{id}')) return 'campaign';
-    if (p.startsWith('/webhooks/{id}')) return 'webhook';
-    if (p.startsWith('/email/events/{id}')) return 'event';
+    const prefixes: [string, Exclude<IdKind, 'send'>][] = api
+      ? [['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event']]
+      : [['/templates/', 'template'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
+    for (const [prefix, kind] of prefixes) if (rest.startsWith(`${prefix}{id}`)) return kind;
   }
   throw new Error(`no id source for path parameter {${param}} of ${path}: add it to idKindOf in test/fuzz/world.ts`);
 }
@@ -59,8 +69,10 @@ async function startReceiver(): Promise<Server> {
 }
 
 async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['db'] }, tag: string, receiverUrl: string, smtp: SmtpSink): Promise<Team> {
-  const { teamId, key } = await makeTeam(world.db, `Fuzz team ${tag}`);
-  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], send: [] };
+  const { teamId, key, keyId } = await makeTeam(world.db, `Fuzz team ${tag}`);
+  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [] };
+  // The key in use first; the spare last, where destructive routes (revoke) take their id.
+  ids.apiKey.push(keyId, (await createApiKey(world.db, teamId, 'spare key')).info.id);
   const emails = [1, 2, 3].map((i) => `${tag}${i}@example.com`);
   for (const [i, email] of emails.entries()) {
     await call(app, key, 'POST', '/email/contacts/upsert', { email, first_name: `First ${tag}${i}`, custom_int_1: i, country_code: 'DE' });
@@ -96,7 +108,15 @@ async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['
   const contact = await world.db.selectFrom('contacts').select('id').where('team_id', '=', teamId).where('email', '=', emails[0]!).executeTakeFirstOrThrow();
   const send = await insertSend(world.db, teamId, { email: emails[0], contactId: contact.id });
   ids.send.push(send.id);
-  return { teamId, key, ids, emails };
+  const contacts = await world.db.selectFrom('contacts').select('id').where('team_id', '=', teamId).orderBy('email').execute();
+  ids.contact.push(...contacts.map((c) => c.id));
+  const user = `${tag}-user@example.com`;
+  await createUser(world.db, teamId, user, PASSWORD);
+  const session = new Session(app);
+  const signedIn = await session.signIn(user);
+  if (signedIn.statusCode !== 303) throw new Error(`dashboard sign-in: ${signedIn.statusCode} ${signedIn.body.slice(0, 200)}`);
+  await session.get('/campaigns'); // the session's CSRF token
+  return { teamId, key, ids, emails, session };
 }
 
 export async function createWorld(opts: { rateLimitPerMinute?: number } = {}): Promise<World> {

@@ -1,10 +1,11 @@
 // Team isolation matrix, generated from the app's route table (the router's
-// own listing, so routes hidden from the OpenAPI document count too): for
-// every /public/v1 route with an id in its path, team B using team A's real
-// ids gets 404 NOT_FOUND and A's rows are unchanged; for every list route,
-// B's answer holds none of A's ids. A route whose path parameter has no known
-// id source (idKindOf in test/fuzz/world.ts) or whose body has no entry in
-// BODIES fails the test, so a new route cannot be forgotten.
+// own listing, so routes hidden from the OpenAPI document count too), for the
+// API (team by API key) and the dashboard (team by signed-in session): for
+// every route with an id in its path, team B using team A's real ids gets 404
+// and A's rows are unchanged; for every list route and page, B's answer holds
+// none of A's ids. A route whose path parameter has no known id source
+// (idKindOf in test/fuzz/world.ts) or whose body has no entry in bodyFor fails
+// the test, so a new route cannot be forgotten.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
@@ -38,30 +39,49 @@ const NOT_TEAM_ROUTES: Record<string, string> = {
   '/t/c/:id/:sig': 'signed link (test/tracking/security.test.ts, test/mail/tracking-links.test.ts)',
   '/t/h/:id/:sig': 'signed link (test/tracking/security.test.ts)',
   '/u/:id/:sig': 'signed link (test/tracking/unsubscribe.test.ts, test/tracking/security.test.ts)',
+  '/assets/:name': 'static dashboard files, the same for everyone',
 };
 
-/** A valid body for each route that takes one, so the request gets past validation to the lookup. */
-function bodyFor(route: Route, b: Team): unknown {
+const isApi = (r: Route) => r.path.startsWith('/public/v1/');
+/** Changes that make the row unusable afterwards: checked last, each on an id of its own. */
+const isDestructive = (r: Route) => r.method === 'DELETE' || (r.method === 'POST' && /\/(delete|revoke)$/.test(r.path));
+
+/** A valid body (API) or form (dashboard) for each route that takes one, so the request gets past validation to the lookup. */
+function bodyFor(route: Route, b: Team, world: World): Record<string, unknown> | undefined {
   const key = `${route.method} ${route.path}`;
-  const bodies: Record<string, unknown> = {
+  const bodies: Record<string, Record<string, unknown>> = {
     'PATCH /public/v1/webhooks/:id': { description: 'changed by team B', is_enabled: false },
     'POST /public/v1/email/campaigns/:id/submit': { email: b.emails[0], idempotency_key: 'b-cross-team' },
+    'POST /webhooks/:id/edit': { url: world.webhookUrls[0], events: 'email.sent', description: 'changed by team B' },
   };
   if (key in bodies) return bodies[key];
+  if (!isApi(route)) return route.method === 'POST' ? {} : undefined; // dashboard actions: the session's CSRF token only
   if (['POST', 'PATCH', 'PUT'].includes(route.method) && !/\/(start|stop|enable|disable|resend)$/.test(route.path)) {
     throw new Error(`no valid body for ${key}: add one to bodyFor in test/security/isolation.test.ts`);
   }
   return undefined;
 }
 
-function urlFor(route: Route, owner: Team): string {
-  let url = route.path;
-  for (const p of route.params) {
-    const ids = owner.ids[idKindOf(route.path, p)];
-    assert.ok(ids.length, `team has no ${idKindOf(route.path, p)} to use in ${route.path}`);
-    url = url.replace(`:${p}`, ids[0]!);
+/** The ids each route is tried with: the first of their kind, except that every destructive route gets its own, from the end. */
+function assignIds(routes: Route[], owner: Team): Map<Route, string> {
+  const used = new Map<string, number>();
+  const urls = new Map<Route, string>();
+  for (const route of routes) {
+    let url = route.path;
+    for (const p of route.params) {
+      const kind = idKindOf(route.path, p);
+      const ids = owner.ids[kind];
+      let index = 0;
+      if (isDestructive(route) && p === route.params.at(-1)) {
+        index = ids.length - 1 - (used.get(kind) ?? 0);
+        used.set(kind, (used.get(kind) ?? 0) + 1);
+      }
+      assert.ok(ids[index], `team has too few ${kind} rows for ${route.method} ${route.path}`);
+      url = url.replace(`:${p}`, ids[index]!);
+    }
+    urls.set(route, url);
   }
-  return url;
+  return urls;
 }
 
 /** Every row of every table with a team_id column (found in the catalog, so new tables count), for one team. */
@@ -69,27 +89,38 @@ async function snapshot(world: World, teamId: string): Promise<Record<string, un
   const db = world.t.database.db;
   const { rows: tables } = await sql<{ table_name: string }>`
     SELECT table_name FROM information_schema.columns
-     WHERE table_schema = 'public' AND column_name = 'team_id' AND table_name <> 'api_keys'
+     WHERE table_schema = 'public' AND column_name = 'team_id'
      ORDER BY table_name`.execute(db);
   const out: Record<string, unknown[]> = {};
   for (const { table_name } of tables) {
-    const { rows } = await sql`SELECT * FROM ${sql.table(table_name)} WHERE team_id = ${teamId} ORDER BY 1`.execute(db);
-    out[table_name] = rows;
+    const { rows } = await sql<Record<string, unknown>>`SELECT * FROM ${sql.table(table_name)} WHERE team_id = ${teamId} ORDER BY 1`.execute(db);
+    // A key's last use is written in the background by the team's own requests.
+    out[table_name] = rows.map(({ last_used_at: _, ...row }) => row);
   }
   return out;
 }
 
 describe('team isolation matrix (generated from the route table)', () => {
   let world: World;
+  let all: Route[];
   let routes: Route[];
   before(async () => {
     world = await createWorld();
-    routes = routeTable(world.app).filter((r) => r.path.startsWith('/public/v1/'));
+    all = routeTable(world.app);
+    routes = all.filter((r) => isApi(r));
   });
   after(() => world.close());
 
   const inject = (team: Team, method: string, url: string, body?: unknown) =>
     world.app.inject({ method: method as 'GET', url, headers: { 'x-api-key': team.key }, ...(body === undefined ? {} : { payload: body as object }) });
+  /** The API with the team's key, or a dashboard page with the team's signed-in session (forms carry its CSRF token). */
+  const as = (team: Team, route: Route, url: string, body?: Record<string, unknown>) => {
+    if (isApi(route)) return inject(team, route.method, url, body);
+    if (route.method === 'GET') return team.session.get(url);
+    return team.session.post(url, Object.fromEntries(Object.entries(body ?? {}).map(([k, v]) => [k, String(v)])));
+  };
+  /** Routes outside /public/v1 that take an id and are not in NOT_TEAM_ROUTES: dashboard pages, scoped by session. */
+  const dashboardWithIds = () => all.filter((r) => !isApi(r) && r.params.length > 0 && !(r.path in NOT_TEAM_ROUTES) && !r.path.startsWith('/docs'));
 
   test('the route table is complete: every /public/v1 route is found, every path parameter has an id source', () => {
     assert.ok(routes.length >= 30, `only ${routes.length} routes found in printRoutes`);
@@ -99,14 +130,13 @@ describe('team isolation matrix (generated from the route table)', () => {
     for (const d of documented.filter((d) => d.includes(' /public/v1/'))) {
       assert.ok(routes.some((r) => `${r.method} ${r.path}` === d), `${d} is in the OpenAPI document but not found in the route table`);
     }
-    for (const r of routeTable(world.app).filter((r) => r.params.length && !r.path.startsWith('/public/v1/'))) {
-      assert.ok(r.path in NOT_TEAM_ROUTES || r.path.startsWith('/docs'), `${r.method} ${r.path} takes an id outside /public/v1: say in NOT_TEAM_ROUTES how it is protected`);
-    }
-    // Throws, naming the route, when a parameter has no id source.
-    for (const r of routes) for (const p of r.params) idKindOf(r.path, p);
+    // Throws, naming the route, when a parameter has no id source: every route
+    // with an id is either team-scoped (API or dashboard) or in NOT_TEAM_ROUTES.
+    for (const r of [...routes, ...dashboardWithIds()]) for (const p of r.params) idKindOf(r.path, p);
+    assert.ok(dashboardWithIds().length >= 10, `only ${dashboardWithIds().length} dashboard routes with ids`);
   });
 
-  // Runs before the matrix, whose check as team A deletes A's first template and webhook.
+  // This and the lists run before the matrix, whose check as team A deletes some of A's rows.
   test("ids and addresses in bodies: B cannot simulate A's webhook, build on A's template or mail account, or touch A's contacts", async () => {
     const { a, b } = world;
     const before = await snapshot(world, a.teamId);
@@ -133,50 +163,56 @@ describe('team isolation matrix (generated from the route table)', () => {
     assert.equal(campaign.statusCode, 422, campaign.body);
     assert.deepEqual(campaign.json().error.details.map((d: { field: string }) => d.field).sort(), ['mail_account_ids[0]', 'template_ids[0]']);
   });
-  test("every route with an id: team B with team A's real ids gets 404 NOT_FOUND, and A's rows are unchanged", async () => {
+  test("every list route and page: team B's answer holds none of team A's ids or team id; A's own holds some", async () => {
     const { a, b } = world;
-    const withIds = routes.filter((r) => r.params.length > 0);
-    assert.ok(withIds.length >= 15, `only ${withIds.length} routes with ids`);
-    const before = await snapshot(world, a.teamId);
-    assert.ok(Object.keys(before).length >= 10, `team-scoped tables: ${Object.keys(before)}`);
-    for (const [table, rows] of Object.entries(before)) {
-      if (!['leads', 'sales', 'tracking_hits', 'campaign_rotation'].includes(table)) assert.ok(rows.length > 0, `team A has no ${table} rows to protect`);
+    const lists = all.filter((r) => r.method === 'GET' && r.params.length === 0 && !r.path.startsWith('/docs'));
+    assert.ok(lists.length >= 12, `only ${lists.length} list routes and pages`);
+    // Not the e-mail addresses: B has made contacts with A's addresses above (its own rows).
+    const markersOf = (t: Team) => [t.teamId, ...Object.values(t.ids).flat()];
+    // Where A's own answer must show A's rows, or the check on B's proves nothing.
+    const mustShow = new Set(['/email/contacts/unsubscribes', '/email/templates', '/email/mail-accounts', '/email/campaigns', '/webhooks'].map((p) => `/public/v1${p}`));
+    for (const p of ['/campaigns', '/contacts', '/templates', '/webhooks', '/developer/api-keys']) mustShow.add(p);
+    for (const p of mustShow) assert.ok(lists.some((r) => r.path === p), `${p} is not in the route table any more: update mustShow`);
+    for (const route of lists) {
+      for (const query of ['?per_page=100', '?per_page=100&search=alpha', '?per_page=100&search=example', '?q=alpha&page=1']) {
+        const asB = await as(b, route, `${route.path}${query}`);
+        assert.ok(asB.statusCode < 500, `${route.path}${query} as B: ${asB.statusCode}`);
+        if (isApi(route)) assert.ok(asB.statusCode === 200 || query.startsWith('?q'), `${route.path}${query} as B: ${asB.statusCode} ${asB.body.slice(0, 300)}`);
+        for (const m of markersOf(a)) assert.ok(!asB.body.includes(m), `${route.path}${query} as team B shows team A's ${m}`);
+      }
+      if (mustShow.has(route.path)) {
+        const asA = await as(a, route, `${route.path}?per_page=100`);
+        assert.ok(markersOf(a).some((m) => asA.body.includes(m)), `${route.path} as team A shows none of A's rows: the check above proves nothing`);
+      }
     }
-    // Deletes last, so every other route still finds A's rows when checked as A below.
-    const ordered = [...withIds].sort((x, y) => Number(x.method === 'DELETE') - Number(y.method === 'DELETE'));
+  });
+
+  test("every route with an id, API and dashboard: team B with team A's real ids gets 404, and A's rows are unchanged", async () => {
+    const { a, b } = world;
+    const withIds = [...routes.filter((r) => r.params.length > 0), ...dashboardWithIds()];
+    assert.ok(withIds.length >= 30, `only ${withIds.length} routes with ids`);
+    const before = await snapshot(world, a.teamId);
+    for (const table of ['api_keys', 'contacts', 'templates', 'mail_accounts', 'campaigns', 'campaign_sends', 'campaign_decisions', 'events', 'webhooks', 'webhook_deliveries', 'email_send_log', 'dashboard_users']) {
+      assert.ok(before[table]?.length, `team A has no ${table} rows to protect`);
+    }
+    // Destructive routes last, so every other route still finds A's rows when checked as A below.
+    const ordered = [...withIds].sort((x, y) => Number(isDestructive(x)) - Number(isDestructive(y)));
+    const urls = assignIds(ordered, a);
     for (const route of ordered) {
-      const res = await inject(b, route.method, urlFor(route, a), bodyFor(route, b));
-      assert.equal(res.statusCode, 404, `${route.method} ${route.path} as team B: ${res.statusCode} ${res.body.slice(0, 300)}`);
-      assert.equal(res.json().error.code, 'NOT_FOUND', `${route.method} ${route.path}`);
-      for (const id of Object.values(a.ids).flat()) assert.ok(!res.body.includes(id), `${route.method} ${route.path} as B leaks ${id}`);
+      const res = await as(b, route, urls.get(route)!, bodyFor(route, b, world));
+      const name = `${route.method} ${route.path}`;
+      assert.equal(res.statusCode, 404, `${name} as team B: ${res.statusCode} ${res.body.slice(0, 300)}`);
+      if (isApi(route)) assert.equal(JSON.parse(res.body).error.code, 'NOT_FOUND', name);
+      for (const id of Object.values(a.ids).flat()) assert.ok(!res.body.includes(id), `${name} as B leaks ${id}`);
     }
     assert.deepEqual(await snapshot(world, a.teamId), before, "team B's requests changed team A's rows");
 
     // Not vacuous: the same requests as A find the rows (anything but 404).
     for (const route of ordered) {
-      const res = await inject(a, route.method, urlFor(route, a), bodyFor(route, a));
-      assert.notEqual(res.statusCode, 404, `${route.method} ${route.path} as team A: ${res.body.slice(0, 300)}`);
-      assert.ok(res.statusCode < 500, `${route.method} ${route.path} as team A: ${res.statusCode} ${res.body.slice(0, 300)}`);
-    }
-  });
-
-  test("every list route: team B's answer holds none of team A's ids or team id; A's own holds some", async () => {
-    const { a, b } = world;
-    const lists = routes.filter((r) => r.method === 'GET' && r.params.length === 0);
-    assert.ok(lists.length >= 5, `only ${lists.length} list routes`);
-    // Not the e-mail addresses: B has made contacts with A's addresses above (its own rows).
-    const markersOf = (t: Team) => [t.teamId, ...Object.values(t.ids).flat()];
-    for (const route of lists) {
-      for (const query of ['?per_page=100', '?per_page=100&search=alpha', '?per_page=100&search=example']) {
-        const asB = await inject(b, 'GET', `${route.path}${query}`);
-        assert.equal(asB.statusCode, 200, `${route.path}${query} as B: ${asB.body.slice(0, 300)}`);
-        for (const m of markersOf(a)) assert.ok(!asB.body.includes(m), `${route.path}${query} as team B lists team A's ${m}`);
-      }
-      const asA = await inject(a, 'GET', `${route.path}?per_page=100`);
-      // ping answers {ok: true}; the OpenAPI document is the public contract, the same for everyone.
-      if (route.path !== '/public/v1/ping' && route.path !== '/public/v1/openapi.json') {
-        assert.ok(markersOf(a).some((m) => asA.body.includes(m)), `${route.path} as team A shows none of A's rows: the check above proves nothing`);
-      }
+      const res = await as(a, route, urls.get(route)!, bodyFor(route, a, world));
+      const name = `${route.method} ${route.path}`;
+      assert.notEqual(res.statusCode, 404, `${name} as team A: ${res.body.slice(0, 300)}`);
+      assert.ok(res.statusCode < 500, `${name} as team A: ${res.statusCode} ${res.body.slice(0, 300)}`);
     }
   });
 });
