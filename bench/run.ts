@@ -22,6 +22,7 @@ const NAME = /^[a-z0-9][a-z0-9-]*$/;
 // it is an error unless that benchmark runs.
 const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   contacts: { bench: 'bulk-upsert', usage: '--contacts <n>         bulk-upsert: contacts written per pass (default 200000)' },
+  events: { bench: 'campaigns', usage: '--events <n>           campaigns: contact.saved events drained for throughput (default 20000)' },
   deliveries: { bench: 'webhooks', usage: '--deliveries <n>       webhooks: queued deliveries sent for throughput (default 20000)' },
 };
 
