@@ -1,4 +1,4 @@
-// `npm run bench -- campaigns [--events <n>] [--duration <s>]`
+// `npm run bench -- campaigns [--campaign-events <n>] [--duration <s>]`
 //
 // The campaign engine end to end: contact.saved events in, e-mails out at an
 // SMTP sink in its own process (bench/servers/smtp-sink.ts, smtp-server on
@@ -75,7 +75,7 @@ const TEMPLATE = {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function run(opts: BenchOptions): Promise<void> {
-  const n = opts.flags.events ?? DEFAULT_EVENTS;
+  const n = opts.flags['campaign-events'] ?? DEFAULT_EVENTS;
   const pg = await opts.postgres();
   const database = await pg.createDatabase();
   opts.defer(() => database.drop());

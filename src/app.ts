@@ -17,6 +17,7 @@ import { installMetrics } from './ops/metrics.ts';
 import { operationsRoutes } from './ops/routes.ts';
 import { campaignsRoutes } from './campaigns/routes.ts';
 import { contactsRoutes } from './contacts/routes.ts';
+import { dashboardRoutes } from './dashboard/plugin.ts';
 import { ingestRoutes } from './events/ingest-routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
 import { trackingRoutes } from './mail/tracking-routes.ts';
@@ -124,6 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     { prefix: '/public/v1' },
   );
+  await app.register(dashboardRoutes);
 
   return app;
 }

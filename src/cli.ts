@@ -12,6 +12,8 @@ import type { MailSecurity } from './mail/transport.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase, type Database } from './db/open.ts';
 import { createApiKey, createTeam, listApiKeys, revokeApiKey, teamExists } from './teams/queries.ts';
+import { createPasswordToken, createUser, MAX_PASSWORD, MIN_PASSWORD, normalizeEmail } from './dashboard/users.ts';
+import { isEmail } from './http/schemas.ts';
 
 class CliError extends Error {}
 
@@ -175,6 +177,58 @@ export function buildCli(): Command {
       const revoked = await withDatabase(({ db }) => revokeApiKey(db, id));
       if (!revoked) throw new CliError(`no live key with id ${id}`);
       print(!!opts.json, { key_id: id, revoked: true }, `key ${id} revoked`);
+    });
+
+  const user = program.command('user').description('dashboard users');
+  user
+    .command('create')
+    .description('create a dashboard user of a team (without --password, prints a one-time link to set it)')
+    .requiredOption('--team <id>', 'team id')
+    .requiredOption('--email <address>', 'the e-mail the user signs in with')
+    .option('--password <password>', `at least ${MIN_PASSWORD} characters`)
+    .addOption(json())
+    .action(async (opts: { team: string; email: string; password?: string; json?: boolean }) => {
+      const teamId = uuid(opts.team, '--team');
+      const email = normalizeEmail(opts.email);
+      if (!isEmail(email)) throw new CliError(`--email must be an e-mail address, got "${opts.email}"`);
+      if (opts.password !== undefined && (opts.password.length < MIN_PASSWORD || opts.password.length > MAX_PASSWORD)) {
+        throw new CliError(`--password must be ${MIN_PASSWORD} to ${MAX_PASSWORD} characters`);
+      }
+      const config = loadConfig();
+      const out = await withDatabase(async (database) => {
+        await requireTeam(database, teamId);
+        try {
+          const created = await createUser(database.db, teamId, email, opts.password ?? null);
+          const link = opts.password === undefined
+            ? `${config.publicUrl}/set-password?token=${await createPasswordToken(database.db, teamId, created.id)}`
+            : null;
+          return { user_id: created.id, team_id: teamId, email, set_password_url: link };
+        } catch (err) {
+          if ((err as { code?: string }).code === '23505') throw new CliError(`a user with the e-mail ${email} already exists`);
+          throw err;
+        }
+      });
+      const text = out.set_password_url
+        ? `user ${out.user_id} created\nset the password (one-time link): ${out.set_password_url}`
+        : `user ${out.user_id} created: sign in at ${config.publicUrl}/sign-in`;
+      print(!!opts.json, out, text);
+    });
+
+  user
+    .command('password-link')
+    .description("print a one-time link (7 days) that sets a user's password and signs them out everywhere")
+    .requiredOption('--email <address>', 'the user\'s e-mail')
+    .addOption(json())
+    .action(async (opts: { email: string; json?: boolean }) => {
+      const email = normalizeEmail(opts.email);
+      const config = loadConfig();
+      const out = await withDatabase(async ({ db }) => {
+        const found = await db.selectFrom('dashboard_users').select(['id', 'team_id']).where('email', '=', email).executeTakeFirst();
+        if (!found) throw new CliError(`no user with the e-mail ${email}`);
+        const token = await createPasswordToken(db, found.team_id, found.id);
+        return { user_id: found.id, set_password_url: `${config.publicUrl}/set-password?token=${token}` };
+      });
+      print(!!opts.json, out, `set the password (one-time link): ${out.set_password_url}`);
     });
 
   const mailAccount = program.command('mail-account').description('SMTP accounts of a team');

@@ -17,6 +17,8 @@ export type Config = {
   bodyLimitBytes: number;
   workerConcurrency: number;
   runWorker: boolean;
+  /** Dashboard sign-in attempts per minute, per client IP and per e-mail address. */
+  signInRateLimitPerMinute: number;
   /** Per delivery attempt. */
   webhookTimeoutMs: number;
   /** Seconds before attempts 2..7 (interface.md 6.5). */
@@ -114,6 +116,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const runWorkerRaw = (str(env, 'RUN_WORKER') ?? 'true').toLowerCase();
   if (!['true', 'false', '1', '0'].includes(runWorkerRaw)) throw new ConfigError('RUN_WORKER must be true or false');
   const runWorker = runWorkerRaw === 'true' || runWorkerRaw === '1';
+  const signInRateLimitPerMinute = int(env, 'SIGN_IN_RATE_LIMIT_PER_MINUTE', 10, 1, 10_000);
   const workerDeadAfterS = int(env, 'WORKER_DEAD_AFTER_S', 30, 3, 3600);
   const webhookTimeoutMs = int(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000);
   const webhookRetryDelays = retryDelays(env, 'WEBHOOK_RETRY_DELAYS', [30, 120, 600, 1800, 7200, 21600]);
@@ -128,7 +131,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   return {
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
-    serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker,
+    serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, webhookAllowedTargets, webhookConcurrency,
     sendRetryDelays, sendLeaseSeconds,
   };

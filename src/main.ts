@@ -8,6 +8,7 @@ import { ConfigError, loadConfig, type Config } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
 import { countTeams, createApiKey, createTeam } from './teams/queries.ts';
+import { createPasswordToken } from './dashboard/users.ts';
 import { startWorker } from './background.ts';
 
 function configOrExit(): Config {
@@ -66,6 +67,7 @@ async function welcomeOnFirstStart(db: Parameters<typeof countTeams>[0], config:
   if ((await countTeams(db)) > 0) return;
   const team = await createTeam(db, 'My team');
   const { key } = await createApiKey(db, team.id, 'first key');
+  const passwordToken = await createPasswordToken(db, team.id, null);
   const base = config.publicUrl;
   process.stdout.write(
     [
@@ -77,6 +79,10 @@ async function welcomeOnFirstStart(db: Parameters<typeof countTeams>[0], config:
       '',
       `  Try it:   curl -H "x-api-key: ${key}" ${base}/public/v1/ping`,
       `  API docs: ${base}/docs`,
+      '',
+      `  Dashboard: open ${base}/set-password?token=${passwordToken}`,
+      '  to choose your e-mail and password (the link works once, for 7 days),',
+      `  then sign in at ${base}/sign-in`,
       '',
     ].join('\n') + '\n',
   );

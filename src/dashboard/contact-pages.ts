@@ -1,0 +1,51 @@
+// Contacts: e-mail prefix search with keyset paging, and one contact's fields,
+// tags, status and activity counts.
+import type { FastifyInstance } from 'fastify';
+import { CONTACT_FIELDS } from '../contacts/fields.ts';
+import { queryField, signedIn, user, UUID_RE } from './forms.ts';
+import { pageNotFound } from './page-error.ts';
+import { contactPage, CONTACTS_PER_PAGE, findContact } from './queries.ts';
+import { render, when } from './views.ts';
+
+const ACTIVITY = [
+  ['Sent', 'sent_count', 'last_sent_at'],
+  ['Opens', 'opens_count', 'last_opened_at'],
+  ['Clicks', 'clicks_count', 'last_clicked_at'],
+  ['Leads', 'leads_count', 'last_lead_at'],
+  ['Sales', 'sales_count', 'last_sale_at'],
+  ['Hard bounces', 'hard_bounces_count', 'last_bounced_at'],
+  ['Soft bounces', 'soft_bounces_count', 'last_bounced_at'],
+] as const;
+
+export async function contactPages(app: FastifyInstance): Promise<void> {
+  const { db } = app.deps;
+
+  app.get('/contacts', signedIn, async (request, reply) => {
+    // E-mails are stored lower-cased (contacts/queries.ts), so the search is too.
+    const q = queryField(request.query, 'q', 320).trim().toLowerCase();
+    const after = queryField(request.query, 'after', 320);
+    const rows = await contactPage(db, user(request).teamId, q, after);
+    const more = rows.length > CONTACTS_PER_PAGE;
+    const contacts = rows.slice(0, CONTACTS_PER_PAGE);
+    return render(request, reply, 'contacts', {
+      q,
+      contacts,
+      paged: !!after,
+      next: more ? contacts[contacts.length - 1].email : null,
+    });
+  });
+
+  app.get<{ Params: { id: string } }>('/contacts/:id', signedIn, async (request, reply) => {
+    if (!UUID_RE.test(request.params.id)) throw pageNotFound();
+    const contact = await findContact(db, user(request).teamId, request.params.id);
+    if (!contact) throw pageNotFound();
+    const row = contact as unknown as Record<string, unknown>;
+    const show = (v: unknown) => (v instanceof Date ? when(v) : String(v));
+    const fields = CONTACT_FIELDS.filter((f) => row[f.name] !== null && row[f.name] !== undefined).map((f) => ({
+      name: f.name,
+      value: show(row[f.name]),
+    }));
+    const activity = ACTIVITY.map(([label, count, last]) => ({ label, count: row[count], last: row[last] }));
+    return render(request, reply, 'contact', { contact, fields, activity });
+  });
+}

@@ -1,0 +1,51 @@
+// Route guards and form/query readers shared by the dashboard pages. Inputs are
+// read defensively (a repeated field is an array, anything may be missing), so
+// no input reaches the database in a shape that could make it fail.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { PageError } from './page-error.ts';
+import { csrfValid } from './security.ts';
+import type { SessionUser } from './users.ts';
+
+/** preHandler: only signed-in users; others go to the sign-in page (and come back after). */
+export async function requireUser(request: FastifyRequest, reply: FastifyReply) {
+  if (request.dashboardUser) return;
+  const next = request.method === 'GET' ? `?next=${encodeURIComponent(request.url)}` : '';
+  return reply.redirect(`/sign-in${next}`, 303);
+}
+
+/** preHandler for every POST: a missing or wrong CSRF token is 403. */
+export async function requireCsrf(request: FastifyRequest, reply: FastifyReply) {
+  if (csrfValid(request)) return;
+  throw new PageError(403, 'This form has expired or did not come from this site. Go back, reload the page and try again.');
+}
+
+export const signedIn = { preHandler: requireUser };
+export const signedInPost = { preHandler: [requireUser, requireCsrf] };
+
+export const user = (request: FastifyRequest): SessionUser => request.dashboardUser!;
+
+/** A single string value of a form or query field; '' when absent or not a string. */
+export function field(source: unknown, name: string, maxLength = 1000): string {
+  const raw = (source as Record<string, unknown> | undefined)?.[name];
+  const value = Array.isArray(raw) ? raw[0] : raw;
+  if (typeof value !== 'string') return '';
+  // NUL cannot be stored in PostgreSQL text; over-long values are not ours.
+  if (value.length > maxLength || value.includes('\u0000')) throw new PageError(422, `${name} is too long or contains invalid characters`);
+  return value;
+}
+
+/** Like field(), but an invalid value reads as '' (for query strings, where we just ignore junk). */
+export function queryField(source: unknown, name: string, maxLength = 1000): string {
+  try {
+    return field(source, name, maxLength);
+  } catch {
+    return '';
+  }
+}
+
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A safe place to return to after sign-in: a local path only (no `//host` or `/\host`). */
+export function localPath(next: string): string {
+  return /^\/(?![/\\])[^\s]*$/.test(next) ? next : '/';
+}

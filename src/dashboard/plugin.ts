@@ -1,0 +1,78 @@
+// The dashboard: server-rendered pages at `/`, in their own encapsulated scope
+// (cookies, form bodies, HTML errors), so the public API under /public/v1 keeps
+// its JSON-only behaviour.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, toErrorResponse } from '../http/errors.ts';
+import { authRoutes } from './auth-routes.ts';
+import { campaignPages } from './campaign-pages.ts';
+import { contactPages } from './contact-pages.ts';
+import { keyPages } from './key-pages.ts';
+import { PageError, pageNotFound } from './page-error.ts';
+import { DashboardKeys, loadSession } from './security.ts';
+import { templatePages } from './template-pages.ts';
+import { render } from './views.ts';
+import { webhookPages } from './webhook-pages.ts';
+
+// Pages render team data: no caching anywhere, no framing, scripts and styles
+// only from us. img-src allows any https image for the template preview.
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'self'; img-src 'self' https: data:; script-src 'self'; style-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  // Password-set links carry a token in the query string.
+  'referrer-policy': 'no-referrer',
+};
+
+const STATIC: Record<string, { type: string; body: Buffer }> = {
+  'dashboard.css': { type: 'text/css; charset=utf-8', body: readFileSync(join(import.meta.dirname, 'static', 'dashboard.css')) },
+  'dashboard.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(join(import.meta.dirname, 'static', 'dashboard.js')) },
+};
+
+export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
+  const { config } = app.deps;
+  if (!config.appSecret) throw new Error('the dashboard needs APP_SECRET (or the embedded database secret) to sign cookies');
+  app.decorate('dashboardKeys', new DashboardKeys(config.appSecret, config.publicUrl));
+  await app.register(cookie, { secret: app.dashboardKeys.cookie });
+  // Forms are small; a big body is an attack or a mistake, not a form.
+  await app.register(formbody, { bodyLimit: 64 * 1024 });
+  app.decorateRequest('dashboardUser', null);
+  app.addHook('onRequest', loadSession);
+  app.addHook('onSend', async (_request, reply) => {
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    reply.headers(SECURITY_HEADERS);
+  });
+
+  app.setErrorHandler(async (err, request, reply) => {
+    let status: number;
+    let message: string;
+    if (err instanceof PageError) {
+      status = err.statusCode;
+      message = err.message;
+    } else {
+      const mapped = toErrorResponse(err);
+      status = mapped.status;
+      message = err instanceof AppError || status < 500 ? mapped.body.error.message : 'Something went wrong on our side. Try again shortly.';
+      if (mapped.headers) reply.headers(mapped.headers);
+      if (status >= 500) request.log.error({ err }, 'dashboard request failed');
+    }
+    return render(request, reply, 'error', { status, message }, status);
+  });
+
+  app.get('/assets/:name', async (request: FastifyRequest<{ Params: { name: string } }>, reply: FastifyReply) => {
+    const file = Object.hasOwn(STATIC, request.params.name) ? STATIC[request.params.name] : undefined;
+    if (!file) throw pageNotFound();
+    return reply.header('cache-control', 'public, max-age=300').type(file.type).send(file.body);
+  });
+
+  await app.register(authRoutes);
+  await app.register(keyPages);
+  await app.register(campaignPages);
+  await app.register(contactPages);
+  await app.register(templatePages);
+  await app.register(webhookPages);
+}

@@ -1,0 +1,138 @@
+// Read queries of the dashboard pages. Every statement is scoped by team and
+// bounded (LIMIT, keyset cursors on indexed columns), so a page costs the same
+// on a team with 100 contacts and one with 100,000 (see test/dashboard/perf.test.ts).
+import { sql } from 'kysely';
+import type { Db } from '../db/pool.ts';
+import { escapeLike } from '../http/schemas.ts';
+
+export const CAMPAIGNS_PER_PAGE = 20;
+export const CONTACTS_PER_PAGE = 50;
+
+export type CampaignSummary = {
+  id: string;
+  name: string;
+  campaign_type: string;
+  trigger_events: string[];
+  created_at: Date;
+  status: string | null;
+  sends: { id: string; status: string; created_at: string; total_sent: number; total_bounced: number }[];
+  sent: number;
+  opened: number;
+  clicked: number;
+  bounced: number;
+};
+
+/**
+ * A page of campaigns, newest first, after the campaign `before` (keyset on
+ * campaigns_team_idx). Each has its five latest sends and its counts from the
+ * send log (email_send_log_campaign_idx); the sends' progress counters are a
+ * floor for sent and bounced, for sends recorded before the log existed.
+ */
+export async function campaignPage(db: Db, teamId: string, before: string | undefined): Promise<CampaignSummary[]> {
+  const cursor = before
+    ? sql`AND (c.created_at, c.id) < (SELECT b.created_at, b.id FROM campaigns b WHERE b.team_id = ${teamId} AND b.id = ${before})`
+    : sql``;
+  const { rows } = await sql<CampaignSummary>`
+    SELECT c.id, c.name, c.campaign_type, c.trigger_events, c.created_at,
+           sends.list -> 0 ->> 'status' AS status, sends.list AS sends,
+           greatest(stats.sent, sends.total_sent)::int AS sent, stats.opened::int AS opened,
+           stats.clicked::int AS clicked, greatest(stats.bounced, sends.total_bounced)::int AS bounced
+      FROM campaigns c
+     CROSS JOIN LATERAL (
+       SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'id', s.id, 'status', s.status, 'created_at', s.created_at,
+                'total_sent', coalesce((s.send_progress ->> 'total_sent')::numeric, 0),
+                'total_bounced', coalesce((s.send_progress ->> 'total_bounced')::numeric, 0))
+              ORDER BY s.created_at DESC, s.id DESC), '[]'::jsonb) AS list,
+              coalesce(sum((s.send_progress ->> 'total_sent')::numeric), 0) AS total_sent,
+              coalesce(sum((s.send_progress ->> 'total_bounced')::numeric), 0) AS total_bounced
+         FROM (SELECT * FROM campaign_sends s
+                WHERE s.campaign_id = c.id AND s.team_id = c.team_id
+                ORDER BY s.created_at DESC, s.id DESC LIMIT 5) s
+     ) sends
+     CROSS JOIN LATERAL (
+       SELECT count(*) FILTER (WHERE l.sent_at IS NOT NULL) AS sent,
+              count(*) FILTER (WHERE l.first_opened_at IS NOT NULL) AS opened,
+              count(*) FILTER (WHERE l.first_clicked_at IS NOT NULL) AS clicked,
+              count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')) AS bounced
+         FROM email_send_log l
+        WHERE l.campaign_id = c.id AND l.team_id = c.team_id
+     ) stats
+     WHERE c.team_id = ${teamId} ${cursor}
+     ORDER BY c.created_at DESC, c.id DESC
+     LIMIT ${CAMPAIGNS_PER_PAGE + 1}`.execute(db);
+  return rows;
+}
+
+export type ContactRow = {
+  id: string;
+  email: string;
+  status: string;
+  first_name: string | null;
+  last_name: string | null;
+  tags: string[];
+  sent_count: number;
+  opens_count: number;
+  clicks_count: number;
+  created_at: Date;
+};
+
+/** The string just after every string that starts with `prefix` (in code point order), if simple to form. */
+function prefixEnd(prefix: string): string | undefined {
+  const chars = Array.from(prefix);
+  const last = chars.pop()!.codePointAt(0)!;
+  // Past U+D7FF the next code point is a surrogate: no bound, the LIKE still filters.
+  return last < 0xd7ff ? chars.join('') + String.fromCodePoint(last + 1) : undefined;
+}
+
+/**
+ * Contacts whose e-mail starts with `prefix`, in e-mail order, after `after`:
+ * a range scan on the (team_id, email) unique index. The range is exact under
+ * the C collation (the embedded server's); the LIKE keeps the answer right
+ * under any other collation, where the range only narrows the scan.
+ */
+export async function contactPage(db: Db, teamId: string, prefix: string, after: string): Promise<ContactRow[]> {
+  let q = db
+    .selectFrom('contacts')
+    .select(['id', 'email', 'status', 'first_name', 'last_name', 'tags', 'sent_count', 'opens_count', 'clicks_count', 'created_at'])
+    .where('team_id', '=', teamId);
+  if (prefix) {
+    const end = prefixEnd(prefix);
+    q = q.where('email', '>=', prefix).where(sql<boolean>`email LIKE ${escapeLike(prefix) + '%'}`);
+    if (end) q = q.where('email', '<', end);
+  }
+  if (after) q = q.where('email', '>', after);
+  return q.orderBy('email').limit(CONTACTS_PER_PAGE + 1).execute();
+}
+
+export async function findContact(db: Db, teamId: string, id: string) {
+  return db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+}
+
+export async function firstContact(db: Db, teamId: string) {
+  return db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).orderBy('email').limit(1).executeTakeFirst();
+}
+
+export const DELIVERIES_PER_PAGE = 20;
+
+/** A page of a webhook's delivery log, newest first, keyset on webhook_deliveries_webhook_idx. */
+export async function deliveryPage(
+  db: Db,
+  teamId: string,
+  webhookId: string,
+  status: 'pending' | 'success' | 'failed' | undefined,
+  before: string | undefined,
+) {
+  let q = db
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'event', 'payload', 'status', 'response_code', 'response_body', 'attempts', 'attempt_log', 'next_attempt_at', 'last_error', 'created_at'])
+    .where('team_id', '=', teamId)
+    .where('webhook_id', '=', webhookId);
+  if (status) q = q.where('status', '=', status);
+  if (before) {
+    q = q.where(
+      sql<boolean>`(created_at, id) < (SELECT b.created_at, b.id FROM webhook_deliveries b WHERE b.webhook_id = ${webhookId} AND b.id = ${before})`,
+    );
+  }
+  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(DELIVERIES_PER_PAGE + 1).execute();
+}

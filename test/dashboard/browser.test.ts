@@ -1,0 +1,205 @@
+// The dashboard in a real browser: sign in with the keyboard, create an API key
+// and use it against the public API from this test, revoke it and see the API
+// refuse it, CSRF and team isolation, and a screenshot of each main page
+// (test-results/, an artifact of the run).
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import pino from 'pino';
+import { startWorker, type WorkerHandle } from '../../src/background.ts';
+import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { startReceiver, type Receiver } from '../webhooks/receiver.ts';
+import { insertMailAccount, insertTemplate } from '../campaigns/fixtures.ts';
+import { browserSkipReason, launch, SCREENSHOTS } from './browser.ts';
+import { makeUserTeam, PASSWORD } from './session.ts';
+
+const skip = browserSkipReason();
+if (skip) console.log(`# ${skip}`);
+
+let t: TestApp;
+let worker: WorkerHandle;
+let receiver: Receiver;
+let me: { teamId: string; key: string; email: string };
+let browser: Browser;
+let page: Page;
+let base: string;
+
+before(async () => {
+  if (skip) return;
+  // Webhook targets on 127.0.0.1 are allowed only because the operator setting says so.
+  const config = { signInRateLimitPerMinute: 1000, webhookAllowedTargets: ['127.0.0.1'] };
+  t = await buildTestApp({ config });
+  // A real worker: event processing and webhook delivery, as `npm start` runs it.
+  worker = await startWorker(t.database.pool, { db: t.database.db, config: testConfig(config) }, pino({ level: 'silent' }));
+  receiver = await startReceiver();
+  await t.app.listen({ port: 0, host: '127.0.0.1' });
+  base = `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}`;
+  browser = await launch();
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+});
+after(async () => {
+  await browser?.close();
+  await worker?.stop();
+  await receiver?.close();
+  await t?.close();
+});
+
+const shot = (name: string) => page.screenshot({ path: join(SCREENSHOTS, `dashboard-${name}.png`), fullPage: true });
+const ping = (key: string) => fetch(`${base}/public/v1/ping`, { headers: { 'x-api-key': key } });
+
+test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, isolation', { skip, timeout: 120_000 }, async () => {
+  const db = t.database.db;
+  me = await makeUserTeam(db, 'Browser team');
+  await t.app.inject({
+    method: 'POST',
+    url: '/public/v1/email/contacts/bulk-upsert',
+    headers: { 'x-api-key': me.key },
+    payload: { contacts: [{ email: 'ada@example.com', first_name: 'Ada', custom_str_1: 'gold' }, { email: 'bob@example.com', first_name: 'Bob' }], tags: ['vip'] },
+  });
+  const templateId = await insertTemplate(db, me.teamId);
+  const campaign = await t.app.inject({
+    method: 'POST',
+    url: '/public/v1/email/campaigns',
+    headers: { 'x-api-key': me.key },
+    payload: { name: 'Welcome series', template_ids: [templateId], mail_account_ids: [await insertMailAccount(db, me.teamId)], events: ['contact.saved'] },
+  });
+  assert.equal(campaign.statusCode, 201);
+
+  // Sign in with the keyboard only: the e-mail field has focus on load.
+  await page.goto(`${base}/`);
+  assert.equal(new URL(page.url()).pathname, '/sign-in');
+  await shot('sign-in');
+  await page.keyboard.type(me.email);
+  await page.keyboard.press('Tab');
+  await page.keyboard.type(PASSWORD);
+  await page.keyboard.press('Enter');
+  await page.waitForURL(`${base}/campaigns`);
+  assert.ok(await page.getByText(me.email).isVisible());
+  await shot('campaigns');
+  // Stop and start from the list.
+  await page.getByRole('button', { name: 'Stop Welcome series' }).click();
+  await page.waitForURL(/done=stopped/);
+  await page.getByRole('button', { name: 'Start Welcome series' }).click();
+  await page.waitForURL(/done=started/);
+
+  // Developer Tools → API Keys: create, shown once, works against the API.
+  await page.getByRole('link', { name: /API Keys/ }).click();
+  await page.getByLabel('Name').fill('Browser key');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const key = await page.getByLabel('API key').inputValue();
+  assert.match(key, /^plv_live_/);
+  assert.ok(await page.getByText('It will not be shown again').isVisible());
+  await shot('api-key-created');
+  assert.equal((await ping(key)).status, 200);
+  await page.goto(`${base}/developer/api-keys`);
+  assert.equal(await page.getByLabel('API key').count(), 0, 'not shown again');
+
+  // Revoke with confirmation; the API refuses the key at once.
+  await page.getByRole('link', { name: 'Revoke key Browser key' }).click();
+  await shot('api-key-revoke');
+  await page.getByRole('button', { name: 'Revoke key' }).click();
+  await page.waitForURL(/done=revoked/);
+  assert.equal((await ping(key)).status, 401);
+  await shot('api-keys');
+
+  // Contacts: search by e-mail prefix, open one, preview a template for it.
+  await page.getByRole('link', { name: 'Contacts' }).click();
+  await page.getByLabel('E-mail starts with').fill('ad');
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/q=ad/);
+  assert.equal(await page.getByRole('link', { name: 'bob@example.com' }).count(), 0);
+  await shot('contacts');
+  await page.getByRole('link', { name: 'ada@example.com' }).click();
+  assert.ok(await page.getByText('gold').isVisible());
+  await shot('contact');
+  await page.goto(`${base}/templates`);
+  await shot('templates');
+  await page.getByRole('link', { name: /Preview/ }).first().click();
+  await page.getByLabel(/Preview for the contact/).fill('ada@example.com');
+  await page.getByRole('button', { name: 'Preview' }).click();
+  const frame = page.frameLocator('iframe.preview');
+  assert.match(await frame.locator('body').innerText(), /Hi Ada/);
+  await shot('template-preview');
+
+  // CSRF: a form post with this browser's session but no token is refused.
+  const forged = await page.request.post(`${base}/developer/api-keys`, { form: { name: 'forged' }, maxRedirects: 0 });
+  assert.equal(forged.status(), 403);
+
+  // Another team's pages are 404.
+  const other = await makeTeam(db, 'Other team');
+  const theirs = await db.insertInto('contacts').values({ team_id: other.teamId, email: 'theirs@example.com' }).returning('id').executeTakeFirstOrThrow();
+  const theirTemplate = await insertTemplate(db, other.teamId);
+  for (const url of [`/contacts/${theirs.id}`, `/templates/${theirTemplate}`, `/developer/api-keys/${other.keyId}/revoke`]) {
+    const res = await page.goto(`${base}${url}`);
+    assert.equal(res?.status(), 404, url);
+  }
+  await shot('not-found');
+  assert.ok(templateId);
+});
+
+test('webhooks in Chromium: create, event delivered and logged, resend; locked webhook', { skip, timeout: 120_000 }, async () => {
+  const db = t.database.db;
+  await page.goto(`${base}/webhooks`);
+  await page.getByRole('link', { name: 'Create a webhook' }).click();
+  await page.getByLabel('URL (https)').fill(receiver.url);
+  await page.getByLabel('email.contact.saved').check();
+  await page.getByLabel('Description (optional)').fill('CRM sync');
+  await shot('webhook-new');
+  await page.getByRole('button', { name: 'Create webhook' }).click();
+  await page.waitForURL(/\/webhooks\/[0-9a-f-]{36}\?done=created/);
+  const webhookPath = new URL(page.url()).pathname;
+
+  // An event: saving a contact through the API emits email.contact.saved.
+  const saved = await fetch(`${base}/public/v1/email/contacts/upsert`, {
+    method: 'POST',
+    headers: { 'x-api-key': me.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'new.customer@example.com', first_name: 'Newt' }),
+  });
+  assert.ok(saved.status < 300);
+  const [first] = await receiver.waitFor(1, 30_000);
+  assert.equal(first.body.event, 'email.contact.saved');
+
+  // The receiver has answered; the attempt's result is written just after: reload until it shows.
+  const row = page.locator('tr.delivery').first();
+  for (let i = 0; i < 50; i++) {
+    await page.goto(`${base}${webhookPath}`);
+    if (/success/.test(await row.innerText())) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.match(await row.innerText(), /email\.contact\.saved[\s\S]*success[\s\S]*200/);
+  await row.getByText('Attempts, payload, response').click();
+  assert.match(await row.locator('pre').first().innerText(), /new\.customer@example\.com/);
+  await page.getByRole('button', { name: 'Show secret' }).click();
+  assert.match(await page.getByLabel('Signing secret').inputValue(), /\S{20,}/);
+  await shot('webhook-deliveries');
+
+  // Resend: the same envelope (same id) arrives again.
+  await page.goto(`${base}${webhookPath}`);
+  await page.locator('tr.delivery').first().getByRole('button', { name: /Resend/ }).click();
+  await page.waitForURL(/done=resent/);
+  const received = await receiver.waitFor(2, 30_000);
+  assert.equal(received[1].body.id, first.body.id);
+
+  // A locked webhook (made by an integration through the API): owner shown, no edit or delete.
+  const locked = await fetch(`${base}/public/v1/webhooks`, {
+    method: 'POST',
+    headers: { 'x-api-key': me.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: receiver.url, events: ['email.sent'], source: 'n8n' }),
+  }).then((r) => r.json() as Promise<{ webhook: { id: string } }>);
+  await page.goto(`${base}/webhooks/${locked.webhook.id}`);
+  assert.ok(await page.getByText('managed by n8n').isVisible());
+  assert.equal(await page.getByRole('link', { name: 'Edit' }).count(), 0);
+  assert.equal(await page.getByRole('link', { name: 'Delete' }).count(), 0);
+  await shot('webhook-locked');
+  const csrf = await page.locator('input[name=_csrf]').first().inputValue();
+  const forged = await page.request.post(`${base}/webhooks/${locked.webhook.id}/edit`, {
+    form: { _csrf: csrf, url: 'https://attacker.example.com/', events: 'email.sent' },
+    maxRedirects: 0,
+  });
+  assert.equal(forged.status(), 403);
+  const row2 = await db.selectFrom('webhooks').select('url').where('id', '=', locked.webhook.id).executeTakeFirstOrThrow();
+  assert.equal(row2.url, receiver.url);
+  await page.goto(`${base}/webhooks`);
+  await shot('webhooks');
+});
