@@ -13,6 +13,8 @@ export type EventRow = {
   payload: Record<string, unknown>;
   occurred_at: Date;
   created_at: Date;
+  /** Campaign decisions recorded (engine.ts); possibly by another job's batch. */
+  decided_at?: Date | null;
 };
 
 export type EventHandler = (events: EventRow[]) => Promise<void>;
@@ -23,7 +25,7 @@ export function processEventsTask(db: Db, handlers: EventHandler[]): Task {
     if (ids.length === 0) return;
     const events = await db
       .selectFrom('events')
-      .select(['id', 'team_id', 'name', 'contact_id', 'payload', 'occurred_at', 'created_at'])
+      .select(['id', 'team_id', 'name', 'contact_id', 'payload', 'occurred_at', 'created_at', 'decided_at'])
       .where('id', 'in', ids)
       .orderBy('id')
       .execute();
