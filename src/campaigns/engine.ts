@@ -15,7 +15,7 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { SkipReason } from '../db/schema-engine.ts';
 import type { EventRow } from '../events/process.ts';
-import { SEND_BATCH } from '../mail/send.ts';
+import { SEND_BATCH, SEND_PRIORITY } from '../mail/send.ts';
 import type { SendDataValue } from './schemas.ts';
 import { matchesSegment } from './segment.ts';
 
@@ -229,7 +229,8 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
     // One send_email job per SEND_BATCH sends: a batch is claimed, sent and recorded together (mail/send.ts).
     const specs = [];
     for (let i = 0; i < rows.length; i += SEND_BATCH) {
-      specs.push({ identifier: 'send_email', payload: { email_send_log_ids: rows.slice(i, i + SEND_BATCH).map((r) => r.id) }, max_attempts: 10 });
+      const ids = rows.slice(i, i + SEND_BATCH).map((r) => r.id);
+      specs.push({ identifier: 'send_email', payload: { email_send_log_ids: ids }, max_attempts: 10, priority: SEND_PRIORITY });
     }
     await sql`SELECT graphile_worker.add_jobs(
         ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${JSON.stringify(specs)}::json)))`.execute(trx);

@@ -156,6 +156,7 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
       payload: { email_send_log_id: r.row.id },
       run_at: iso(new Date(at.getTime() + (retries[r.row.attempts - 1] ?? 0) * 1000)),
       max_attempts: 10,
+      priority: -1, // SEND_PRIORITY (send.ts imports this module)
     }));
     await sql`SELECT graphile_worker.add_jobs(
         ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${json(specs)}::json)))`.execute(tx);
