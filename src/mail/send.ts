@@ -25,17 +25,10 @@ import { recordResults, type Outcome, type SendResult } from './send-record.ts';
 import { TrackingLinks } from './tracking-links.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 
-export type { Outcome } from './send-record.ts';
+export { SEND_PRIORITY, type Outcome } from './send-record.ts';
 
 /** Sends per send_email job enqueued by the engine: a batch's messages are in flight together. */
 export const SEND_BATCH = 50;
-/**
- * graphile-worker priority of send_email jobs (lower runs first; default 0):
- * e-mails already decided go out before more events are decided, so a backlog
- * of process_events jobs does not hold decided sends back (bench/campaigns.ts,
- * latency at a steady 200 events/s).
- */
-export const SEND_PRIORITY = -1;
 /** Pooled SMTP connections per mail account and worker process. */
 const SMTP_CONNECTIONS = 5;
 
