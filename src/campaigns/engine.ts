@@ -283,7 +283,19 @@ const DECIDE_BATCH = 500;
  * the others are taken with SKIP LOCKED, never waited for. Nothing waits while
  * holding a taken event, so two jobs never deadlock on events.
  */
-export function campaignTriggerHandler(db: Db, clock: Clock = () => new Date()) {
+export function campaignTriggerHandler(
+  db: Db,
+  clock: Clock = () => new Date(),
+  opts: {
+    /**
+     * Runs in the deciding transaction for the events taken from other jobs:
+     * the rest of their processing (tasks.ts: webhook fan-out, processed_at),
+     * so their own jobs find them processed and do nothing. Without it, those
+     * jobs still fan out and mark them (three statements and a commit each).
+     */
+    processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>;
+  } = {},
+) {
   return async (events: EventRow[]): Promise<void> => {
     // Already decided with another job's batch (committed before this job read
     // its events): nothing to lock. The rest is checked again under the lock.
@@ -309,6 +321,7 @@ export function campaignTriggerHandler(db: Db, clock: Clock = () => new Date()) 
       const batch = [...own.map((e) => e.id), ...waiting.map((e) => e.id)];
       await decide(trx, await loadEventCandidates(trx, batch), clock());
       await sql`UPDATE events SET decided_at = now() WHERE id = ANY (${batch}::uuid[])`.execute(trx);
+      if (waiting.length > 0) await opts.processTaken?.(trx, waiting.map((e) => e.id));
     });
   };
 }

@@ -27,8 +27,11 @@ export function processEventsTask(db: Db, handlers: EventHandler[]): Task {
       .selectFrom('events')
       .select(['id', 'team_id', 'name', 'contact_id', 'payload', 'occurred_at', 'created_at', 'decided_at'])
       .where('id', 'in', ids)
+      // Processed already (with another job's batch, or by an earlier run of this one): nothing left to do.
+      .where('processed_at', 'is', null)
       .orderBy('id')
       .execute();
+    if (events.length === 0) return;
     for (const handle of handlers) await handle(events as EventRow[]);
     await sql`UPDATE events SET processed_at = now() WHERE id = ANY(${ids}::uuid[]) AND processed_at IS NULL`.execute(db);
   };

@@ -59,7 +59,7 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
  * a retried job insert nothing twice. The envelope (interface.md 6.2) is built
  * here once; its id is the delivery id, so every retry and resend repeats it.
  */
-export async function enqueueDeliveries(db: Db, events: Pick<EventRow, 'id'>[]): Promise<number> {
+export async function enqueueDeliveries(db: Db | Transaction<Database>, events: Pick<EventRow, 'id'>[]): Promise<number> {
   if (events.length === 0) return 0;
   const ids = events.map((e) => e.id);
   // One statement, no explicit transaction: it runs once per process_events job,
