@@ -7,7 +7,8 @@ import { sql } from 'kysely';
 import { campaignTriggerHandler } from '../../src/campaigns/engine.ts';
 import type { EventRow } from '../../src/events/process.ts';
 import { closeTransports } from '../../src/mail/send.ts';
-import { buildTestApp, type TestApp } from '../helpers.ts';
+import { buildTaskList } from '../../src/tasks.ts';
+import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup, type Setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
 
@@ -15,7 +16,8 @@ describe('engine batches', () => {
   let t: TestApp;
   let sink: CaptureSink;
   before(async () => {
-    t = await buildTestApp();
+    // A webhook to 127.0.0.1 (never dispatched here): its deliveries show the fan-out.
+    t = await buildTestApp({ config: { webhookAllowedTargets: ['127.0.0.1'] } });
     sink = await startCaptureSink();
   });
   after(async () => {
@@ -57,6 +59,29 @@ describe('engine batches', () => {
     await drain(t);
     assert.equal((await sendLog(t, s.teamId)).length, 3);
     assert.equal(await decisionCount(foreign), 1);
+  });
+
+  test('events taken into a batch get their webhook fan-out and are marked processed in the same transaction', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    const hook = await s.a.post('/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['email.contact.saved'] });
+    assert.equal(hook.statusCode, 201, hook.body);
+    const ids = [await trigger(s, 'p1@example.com'), await trigger(s, 'p2@example.com'), await trigger(s, 'p3@example.com')];
+    const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
+    await task({ event_ids: [ids[0]] }, {});
+    for (const id of ids) {
+      const row = await eventRow(id);
+      assert.ok(row.decided_at, 'decided');
+      assert.ok((row as unknown as { processed_at: Date | null }).processed_at, 'processed');
+    }
+    const { rows } = await sql<{ event_id: string }>`
+      SELECT event_id FROM webhook_deliveries WHERE team_id = ${s.teamId} ORDER BY event_id`.execute(t.database.db);
+    assert.deepEqual(rows.map((r) => r.event_id), [...ids].sort(), 'one delivery per event');
+    // The jobs of the taken events find nothing left to do: no second delivery, no second decision.
+    await task({ event_ids: ids.slice(1) }, {});
+    const again = await sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE team_id = ${s.teamId}`.execute(t.database.db);
+    assert.equal(again.rows[0]!.n, 3);
+    for (const id of ids) assert.equal(await decisionCount(id), 1);
   });
 
   test('a submit is decided in its request and never taken into a batch', async () => {
