@@ -24,7 +24,7 @@
 //               running; latency = the message's arrival at the sink - the
 //               moment its event's transaction committed (both Date.now() on
 //               this machine), joined by Message-ID → email_send_log → event.
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
 import nodemailer from 'nodemailer';
 import pino from 'pino';
@@ -44,6 +44,7 @@ import { timeQueries } from './lib/query-time.ts';
 import { fmt, table } from './lib/report.ts';
 import { startServer, type ServerProcess } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
+import type { Committed, IngestServerParams } from './servers/ingest.ts';
 import type { Arrival } from './servers/smtp-sink.ts';
 
 const DEFAULT_EVENTS = 20_000;
@@ -102,6 +103,11 @@ export async function run(opts: BenchOptions): Promise<void> {
     await db.destroy().catch(() => undefined);
   });
   const silent = pino({ level: 'silent' });
+  // The load generator's own pool, as the API would have in its own process:
+  // events committed at 200/s must not take the worker's connections.
+  const ingestPool = createPool(database.url, INGEST_IN_FLIGHT);
+  const ingestDb = createDb(ingestPool);
+  opts.defer(() => ingestDb.destroy().catch(() => undefined));
 
   // Set-up through the API (validated as a client's would be), in this process.
   const team = await createTeam(db, 'bench');
@@ -142,7 +148,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       Array.from({ length: inFlight }, async () => {
         while (next < emails.length) {
           const email = emails[next++]!;
-          const { eventId } = await ingestEvent(db, team.id, { event_name: 'contact.saved', email });
+          const { eventId } = await ingestEvent(ingestDb, team.id, { event_name: 'contact.saved', email });
           commits.set(eventId, Date.now());
         }
       }),
@@ -202,24 +208,48 @@ export async function run(opts: BenchOptions): Promise<void> {
            (SELECT count(*)::int FROM campaign_decisions WHERE decision = 'send') AS sends,
            (SELECT count(*)::int FROM email_send_log WHERE status = 'sent') AS sent`.execute(db);
 
-  // Latency at a steady rate, worker running.
+  // Latency at a steady rate, worker running; the events come from another
+  // process (bench/servers/ingest.ts), as they would from the API.
+  const source = await startServer(
+    'ingest',
+    { databaseUrl: database.url, teamId: team.id, poolSize: INGEST_IN_FLIGHT } satisfies IngestServerParams,
+    { log: opts.log },
+  );
+  opts.defer(() => source.stop());
+  const ingestRemote = async (emails: string[]) => {
+    const res = await fetch(`${source.origin}/ingest`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ emails }),
+    });
+    if (!res.ok) throw new Error(`ingest: ${res.status} ${await res.text()}`);
+    for (const [id, at] of (await res.json()) as Committed[]) commits.set(id, at);
+  };
+  await resetSink();
+  await ingestRemote(addresses('warm2-', 20)); // connections, JIT
+  await waitForSink(20, 'ingest warm-up');
   await resetSink();
   commits.clear();
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
   const ticks = Math.round((opts.duration * 1000) / TICK_MS);
   const perTick = (RATE * TICK_MS) / 1000;
   opts.log(`campaigns: latency at ${RATE} events/s for ${opts.duration} s`);
   const steady = addresses('l', ticks * perTick);
   const inflight: Promise<void>[] = [];
+  const stopSteadyTiming = timeQueries();
+  loopDelay.enable();
   const t2 = performance.now();
   for (let i = 0; i < ticks; i++) {
     // Open loop: a slow commit does not slow the arrival of the next events.
-    inflight.push(ingest(steady.slice(i * perTick, (i + 1) * perTick), perTick));
+    inflight.push(ingestRemote(steady.slice(i * perTick, (i + 1) * perTick)));
     const wait = t2 + (i + 1) * TICK_MS - performance.now();
     if (wait > 0) await sleep(wait);
   }
   await Promise.all(inflight);
   const offeredS = (performance.now() - t2) / 1000;
   await waitForSink(steady.length, 'latency', 30_000);
+  const steadyTimes = stopSteadyTiming();
+  loopDelay.disable();
   await stop();
   // Split at the decision (the engine's clock when it decided): commit → decided is
   // the process_events side, decided → arrival the send_email side.
@@ -312,6 +342,16 @@ export async function run(opts: BenchOptions): Promise<void> {
     ),
   );
   console.log(`goal: p99 < ${GOAL_P99_MS} ms: ${p99 < GOAL_P99_MS ? 'met' : 'MISSED'}`);
+  const ms = (ns: number) => fmt(ns / 1e6, 0);
+  console.log(`worker process event-loop delay: p50 ${ms(loopDelay.percentile(50))} ms, p99 ${ms(loopDelay.percentile(99))} ms, max ${ms(loopDelay.max)} ms`);
+  console.log(`\nlatency run: wall time of the worker's statements per event:`);
+  console.log(
+    table(
+      ['statement', 'calls/event', 'ms/event'],
+      steadyTimes.slice(0, 12).map((q) => [q.kind, fmt(q.calls / steady.length, 2), fmt(q.ms / steady.length, 2)]),
+      ['left', 'right', 'right'],
+    ),
+  );
 }
 
 /** Every sent message of the addresses with this prefix, rendered as the send task renders it. */

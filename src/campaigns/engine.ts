@@ -268,27 +268,30 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
   }));
 }
 
-// Up to this many waiting events of the same team are decided along with a
-// job's own. bench/campaigns.ts: 20,000 single-event jobs (POST /email/events
-// at full speed) each locked the team's mail account for its own short
-// transaction: ~30 e-mails/s, 150 ms of lock wait per e-mail. Taken together,
-// a batch pays for the lock, the history reads and the inserts once.
+// Up to this many waiting events of a team are decided in one transaction.
+// bench/campaigns.ts: 20,000 single-event jobs (POST /email/events at full
+// speed) each locked the team's mail account for its own short transaction:
+// ~30 e-mails/s, 150 ms of lock wait per e-mail. Taken together, a batch pays
+// for the lock, the history reads and the inserts once.
 const DECIDE_BATCH = 500;
 
 /**
- * The process_events handler: decides the trigger events of a job, and any
- * other events of their teams still waiting for a decision, in one
- * transaction. The job's own events are locked first, waiting if another job
- * is deciding them (then they are skipped once it commits: decided_at is set);
- * the others are taken with SKIP LOCKED, never waited for. Nothing waits while
- * holding a taken event, so two jobs never deadlock on events.
+ * The process_events handler. A team's waiting trigger events (decided_at IS
+ * NULL) are decided by one job at a time, in batches, each in one transaction
+ * holding a per-team advisory lock taken with pg_try_advisory_xact_lock. A job
+ * that finds another at work returns at once instead of waiting (a waiting job
+ * would hold a worker slot that sends need): the one at work checks for waiting
+ * events again after each commit, and an event committed before this job tried
+ * the lock is visible to that check, so nothing is left behind. The decider
+ * stops when a check after its commit finds nothing waiting. A decider that
+ * fails rolls back and its job is retried, which decides what is still waiting.
  */
 export function campaignTriggerHandler(
   db: Db,
   clock: Clock = () => new Date(),
   opts: {
     /**
-     * Runs in the deciding transaction for the events taken from other jobs:
+     * Runs in the deciding transaction for events of other jobs decided there:
      * the rest of their processing (tasks.ts: webhook fan-out, processed_at),
      * so their own jobs find them processed and do nothing. Without it, those
      * jobs still fan out and mark them (three statements and a commit each).
@@ -297,31 +300,52 @@ export function campaignTriggerHandler(
   } = {},
 ) {
   return async (events: EventRow[]): Promise<void> => {
-    // Already decided with another job's batch (committed before this job read
-    // its events): nothing to lock. The rest is checked again under the lock.
-    const ids = events.filter((e) => e.contact_id && TRIGGER_EVENT_NAMES.has(e.name) && !e.decided_at).map((e) => e.id);
-    if (ids.length === 0) return;
-    await db.transaction().execute(async (trx) => {
-      const { rows: own } = await sql<{ id: string; team_id: string }>`
-        SELECT id, team_id FROM events WHERE id = ANY (${ids}::uuid[]) AND decided_at IS NULL ORDER BY id FOR UPDATE`.execute(trx);
-      if (own.length === 0) return; // decided along with another job's events
-      const room = DECIDE_BATCH - own.length;
-      const { rows: waiting } =
-        room <= 0
-          ? { rows: [] as { id: string }[] }
-          : await sql<{ id: string }>`
-              SELECT id FROM events
-               WHERE team_id = ANY (${[...new Set(own.map((e) => e.team_id))]}::uuid[])
-                 AND decided_at IS NULL AND contact_id IS NOT NULL
-                 AND name IN ('contact.saved', 'lead.created', 'sale.created')
-                 AND id <> ALL (${own.map((e) => e.id)}::uuid[])
-               ORDER BY team_id, occurred_at, id
-               LIMIT ${room}
-               FOR UPDATE SKIP LOCKED`.execute(trx);
-      const batch = [...own.map((e) => e.id), ...waiting.map((e) => e.id)];
+    // Already decided (committed before this job read its events): nothing to do.
+    const pending = events.filter((e) => e.contact_id && TRIGGER_EVENT_NAMES.has(e.name) && !e.decided_at);
+    const own = new Set(events.map((e) => e.id));
+    for (const teamId of new Set(pending.map((e) => e.team_id))) await decideWaiting(db, teamId, clock, own, opts.processTaken);
+  };
+}
+
+async function decideWaiting(
+  db: Db,
+  teamId: string,
+  clock: Clock,
+  own: Set<string>,
+  processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>,
+): Promise<void> {
+  const key = createHash('sha256').update(`plover:decide-team:${teamId}`).digest().readBigInt64BE(0);
+  for (;;) {
+    const outcome = await db.transaction().execute(async (trx) => {
+      const { rows: lock } = await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok`.execute(trx);
+      if (!lock[0]!.ok) return 'busy' as const;
+      // The name list is spelled out: the partial index events_undecided_idx matches it.
+      // Locked now, and rows another statement holds (a job marking its events
+      // processed) are skipped, not waited for: two multi-row updates of events
+      // in different orders would deadlock. The check after commit finds them.
+      const { rows } = await sql<{ id: string }>`
+        SELECT id FROM events
+         WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
+           AND name IN ('contact.saved', 'lead.created', 'sale.created')
+         ORDER BY occurred_at, id
+         LIMIT ${DECIDE_BATCH}
+         FOR UPDATE SKIP LOCKED`.execute(trx);
+      if (rows.length === 0) return 'none' as const;
+      const batch = rows.map((r) => r.id);
       await decide(trx, await loadEventCandidates(trx, batch), clock());
       await sql`UPDATE events SET decided_at = now() WHERE id = ANY (${batch}::uuid[])`.execute(trx);
-      if (waiting.length > 0) await opts.processTaken?.(trx, waiting.map((e) => e.id));
+      const taken = batch.filter((id) => !own.has(id));
+      if (taken.length > 0) await processTaken?.(trx, taken);
+      return 'decided' as const;
     });
-  };
+    if (outcome === 'busy') return;
+    if (outcome === 'none') {
+      // Checked after the commit that released the lock: events whose jobs found it taken.
+      const { rows } = await sql<{ waiting: boolean }>`
+        SELECT EXISTS (SELECT 1 FROM events WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
+                         AND name IN ('contact.saved', 'lead.created', 'sale.created')) AS waiting`.execute(db);
+      if (!rows[0]!.waiting) return;
+      await new Promise((r) => setTimeout(r, 5)); // skipped rows: their holder's statement is short
+    }
+  }
 }

@@ -33,6 +33,12 @@ export function processEventsTask(db: Db, handlers: EventHandler[]): Task {
       .execute();
     if (events.length === 0) return;
     for (const handle of handlers) await handle(events as EventRow[]);
-    await sql`UPDATE events SET processed_at = now() WHERE id = ANY(${ids}::uuid[]) AND processed_at IS NULL`.execute(db);
+    // Rows locked right now belong to a campaign decider that took these events
+    // into its batch (campaigns/engine.ts): it marks them processed when it
+    // commits, so they are skipped rather than waited for (a waiting job holds
+    // a worker slot).
+    await sql`
+      UPDATE events SET processed_at = now()
+       WHERE id IN (SELECT id FROM events WHERE id = ANY(${ids}::uuid[]) AND processed_at IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
   };
 }
