@@ -22,6 +22,10 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
   const processId = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   const workerIds = new Set<string>();
   const events: WorkerEvents = new EventEmitter();
+  // graphile-worker 0.17 locks jobs with its pool's id (locked_by = 'pool-…'),
+  // not the ids of the pool's workers: without the pool id, a dead process's
+  // jobs stayed locked for graphile-worker's 4-hour expiry.
+  events.on('pool:create', ({ workerPool }) => workerIds.add(workerPool.id));
   events.on('worker:create', ({ worker }) => workerIds.add(worker.workerId));
   // Six missed heartbeats make a worker dead (WORKER_DEAD_AFTER_S, default 30 s):
   // long enough for a GC pause or a slow database, short enough that a killed
@@ -49,6 +53,15 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
     concurrency: deps.config.workerConcurrency,
     noHandleSignals: true,
     pollInterval: 2_000,
+    // Batching (graphile-worker's "performance" guide): fetch jobs for every
+    // slot in one query and complete them in one statement per tick. A burst of
+    // single-event process_events jobs (one per POST /email/events) spent more
+    // time fetching and deleting jobs than deciding them (bench/campaigns.ts).
+    // A completed job could run again after a crash within the batch delay:
+    // every task here is idempotent (events decided once, sends claimed by status).
+    preset: {
+      worker: { localQueue: { size: deps.config.workerConcurrency }, completeJobBatchDelay: 0 },
+    },
     crontab: '',
     logger,
     events,

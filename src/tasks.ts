@@ -1,5 +1,6 @@
 // Every background task, by graphile-worker task name. Features add theirs here.
 import type { TaskList } from 'graphile-worker';
+import { sql } from 'kysely';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
@@ -13,7 +14,14 @@ export type TaskDeps = { db: Db; config: Config; now?: Clock };
 export function buildTaskList(deps: TaskDeps): TaskList {
   // Handlers of emitted events, in order. Webhook fan-out and campaign triggers go here.
   const eventHandlers: EventHandler[] = [
-    campaignTriggerHandler(deps.db, deps.now),
+    campaignTriggerHandler(deps.db, deps.now, {
+      // Events decided with another job's batch get every other handler below
+      // in that transaction, and are marked processed: keep this in step with the list.
+      processTaken: async (trx, ids) => {
+        await enqueueDeliveries(trx, ids.map((id) => ({ id })));
+        await sql`UPDATE events SET processed_at = now() WHERE id = ANY (${ids}::uuid[]) AND processed_at IS NULL`.execute(trx);
+      },
+    }),
     async (events) => void (await enqueueDeliveries(deps.db, events)),
   ];
   return {

@@ -148,6 +148,8 @@ export interface EventsTable {
   occurred_at: Ts;
   created_at: Ts;
   processed_at: NullableTs;
+  /** Set when the campaign decisions of a trigger event are recorded (engine.ts). */
+  decided_at: NullableTs;
 }
 
 export interface Tables {

@@ -247,7 +247,8 @@ export async function submitToCampaign(db: Db, teamId: string, campaignId: strin
       const message = email ? 'no contact with this address in this team' : 'is required (idempotency_key alone names no contact)';
       throw validationFailed([{ field: 'email', message }], 'invalid submission');
     }
-    await sql`UPDATE events SET contact_id = ${contact.id}, processed_at = now(),
+    // Decided here and now (decided_at set), so no process_events job takes it for the other campaigns.
+    await sql`UPDATE events SET contact_id = ${contact.id}, processed_at = now(), decided_at = now(),
                      payload = ${JSON.stringify({ source: 'submit', campaign_id: campaignId, contact_id: contact.id, email })}::jsonb
                WHERE id = ${ev.id}`.execute(tx);
     const candidate: Candidate = {

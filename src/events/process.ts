@@ -13,6 +13,8 @@ export type EventRow = {
   payload: Record<string, unknown>;
   occurred_at: Date;
   created_at: Date;
+  /** Campaign decisions recorded (engine.ts); possibly by another job's batch. */
+  decided_at?: Date | null;
 };
 
 export type EventHandler = (events: EventRow[]) => Promise<void>;
@@ -23,11 +25,20 @@ export function processEventsTask(db: Db, handlers: EventHandler[]): Task {
     if (ids.length === 0) return;
     const events = await db
       .selectFrom('events')
-      .select(['id', 'team_id', 'name', 'contact_id', 'payload', 'occurred_at', 'created_at'])
+      .select(['id', 'team_id', 'name', 'contact_id', 'payload', 'occurred_at', 'created_at', 'decided_at'])
       .where('id', 'in', ids)
+      // Processed already (with another job's batch, or by an earlier run of this one): nothing left to do.
+      .where('processed_at', 'is', null)
       .orderBy('id')
       .execute();
+    if (events.length === 0) return;
     for (const handle of handlers) await handle(events as EventRow[]);
-    await sql`UPDATE events SET processed_at = now() WHERE id = ANY(${ids}::uuid[]) AND processed_at IS NULL`.execute(db);
+    // Rows locked right now belong to a campaign decider that took these events
+    // into its batch (campaigns/engine.ts): it marks them processed when it
+    // commits, so they are skipped rather than waited for (a waiting job holds
+    // a worker slot).
+    await sql`
+      UPDATE events SET processed_at = now()
+       WHERE id IN (SELECT id FROM events WHERE id = ANY(${ids}::uuid[]) AND processed_at IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
   };
 }

@@ -73,25 +73,28 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
  * a retried job insert nothing twice. The envelope's id is the delivery id, so
  * every retry and resend repeats it (envelopeOf).
  */
-export async function enqueueDeliveries(db: Db, events: Pick<EventRow, 'id'>[]): Promise<number> {
+export async function enqueueDeliveries(db: Db | Transaction<Database>, events: Pick<EventRow, 'id'>[]): Promise<number> {
   if (events.length === 0) return 0;
   const ids = events.map((e) => e.id);
-  return db.transaction().execute(async (tx) => {
-    const res = await sql`
-      WITH ev AS (
-        SELECT e.id AS event_id, e.team_id,
-               CASE WHEN e.name LIKE 'email.%' THEN e.name ELSE 'email.' || e.name END AS hook_event
-        FROM events e
-        WHERE e.id = ANY(${ids}::uuid[])
-      )
+  // One statement, no explicit transaction: it runs once per process_events job,
+  // and a burst of single-event jobs (POST /email/events) paid BEGIN and COMMIT
+  // round trips for a team without webhooks (bench/campaigns.ts). The NOTIFY
+  // is delivered at the statement's commit, after the rows are visible.
+  const { rows } = await sql<{ n: number }>`
+    WITH ev AS (
+      SELECT e.id AS event_id, e.team_id,
+             CASE WHEN e.name LIKE 'email.%' THEN e.name ELSE 'email.' || e.name END AS hook_event
+      FROM events e
+      WHERE e.id = ANY(${ids}::uuid[])
+    ), ins AS (
       INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, event, next_attempt_at)
       SELECT plover_uuid_v7(), ev.team_id, w.id, ev.event_id, ev.hook_event, now()
       FROM ev JOIN webhooks w ON w.team_id = ev.team_id AND w.is_enabled AND ev.hook_event = ANY (w.events)
-      ON CONFLICT (event_id, webhook_id) DO NOTHING`.execute(tx);
-    const n = Number(res.numAffectedRows ?? 0);
-    if (n > 0) await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
-    return n;
-  });
+      ON CONFLICT (event_id, webhook_id) DO NOTHING
+      RETURNING 1
+    )
+    SELECT count(*)::int AS n, CASE WHEN count(*) > 0 THEN pg_notify(${DELIVERY_CHANNEL}, '') END AS notified FROM ins`.execute(db);
+  return rows[0]?.n ?? 0;
 }
 
 export type ClaimedDelivery = {

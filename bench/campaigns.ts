@@ -1,0 +1,413 @@
+// `npm run bench -- campaigns [--campaign-events <n>] [--duration <s>]`
+//
+// The campaign engine end to end: contact.saved events in, e-mails out at an
+// SMTP sink in its own process (bench/servers/smtp-sink.ts, smtp-server on
+// 127.0.0.1), with a real worker (startWorker: graphile-worker running
+// process_events and send_email, plus the webhook dispatcher) in this process.
+//
+// One team, one mail account on the sink (daily_limit 1,000,000), one template
+// (personalised subject, HTML with three links, text part), three campaigns on
+// contact.saved with no cooldown and a high daily cap. Each campaign's segment
+// takes the contacts of one of three domains, so every event gets three
+// decisions (one send, two segment_mismatch) and sends exactly one e-mail.
+// Events go through ingestEvent() (the POST /email/events path: event row,
+// contact, process_events job in one transaction), to distinct contacts.
+//
+//   throughput  N events (default 20,000) committed with the worker stopped;
+//               then the worker starts, and the clock runs until all N
+//               messages are at the sink. Baseline: the same N messages, rendered
+//               again with renderMessage() from the rows the engine wrote,
+//               sent by nodemailer straight to the sink with the engine's
+//               pooling (one pooled transport, 5 connections) and concurrency
+//               (WORKER_CONCURRENCY sends in flight). Ratio = engine / baseline.
+//   latency     a steady 200 events/s for --duration seconds with the worker
+//               running; latency = the message's arrival at the sink - the
+//               moment its event's transaction committed (both Date.now() on
+//               this machine), joined by Message-ID → email_send_log → event.
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { sql } from 'kysely';
+import nodemailer from 'nodemailer';
+import pino from 'pino';
+import { buildApp } from '../src/app.ts';
+import { startWorker, type WorkerHandle } from '../src/background.ts';
+import { loadConfig } from '../src/config.ts';
+import { createDb, createPool } from '../src/db/pool.ts';
+import { ingestEvent } from '../src/events/ingest.ts';
+import { renderMessage, type RenderedMessage } from '../src/mail/message.ts';
+import { closeTransports } from '../src/mail/send.ts';
+import { TrackingLinks } from '../src/mail/tracking-links.ts';
+import { transportOptions } from '../src/mail/transport.ts';
+import { createApiKey, createTeam } from '../src/teams/queries.ts';
+import { localPostmaster, postgresCpuSeconds } from './lib/cpu.ts';
+import { LatencyHistogram } from './lib/histogram.ts';
+import { timeQueries } from './lib/query-time.ts';
+import { fmt, table } from './lib/report.ts';
+import { startServer, type ServerProcess } from './lib/server.ts';
+import type { BenchOptions } from './lib/types.ts';
+import type { Committed, IngestServerParams } from './servers/ingest.ts';
+import type { Arrival } from './servers/smtp-sink.ts';
+
+const DEFAULT_EVENTS = 20_000;
+const RATE = 200; // events/s in the latency run
+const TICK_MS = 20;
+const WARMUP_EVENTS = 300;
+const INGEST_IN_FLIGHT = 8;
+const DOMAINS = ['g0.bench.test', 'g1.bench.test', 'g2.bench.test'];
+const GOAL_RATIO = 0.6;
+const GOAL_P99_MS = 1_000;
+const SMTP_POOL = 5; // as src/mail/send.ts: maxConnections per account
+
+const TEMPLATE = {
+  name: 'Bench welcome',
+  content_type: 'html',
+  subject: 'Welcome, {{ contact.email | split: "@" | first }}: your {{ campaign.name }} starts now',
+  content: `<!doctype html><html><body style="font-family:sans-serif">
+<h1>Hello {{ contact.email | split: "@" | first }}</h1>
+<p>Thanks for joining {{ campaign.name }}. Here is what happens next, in three short steps.</p>
+<ol><li>Read <a href="https://example.com/guide?utm_source=plover&amp;utm_campaign=welcome">the guide</a>.</li>
+<li>Set up <a href="https://example.com/settings">your settings</a>.</li>
+<li>Say hello on <a href="https://example.com/community">the forum</a>.</li></ol>
+<p>${'Lorem ipsum dolor sit amet, consectetur adipiscing elit. '.repeat(12)}</p>
+<p style="font-size:12px"><a href="{{ unsubscribe_url }}">Unsubscribe</a></p>
+</body></html>`,
+  alt_content: 'Hello {{ contact.email | split: "@" | first }}, thanks for joining {{ campaign.name }}: https://example.com/guide',
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function run(opts: BenchOptions): Promise<void> {
+  const n = opts.flags['campaign-events'] ?? DEFAULT_EVENTS;
+  const pg = await opts.postgres();
+  const database = await pg.createDatabase();
+  opts.defer(() => database.drop());
+  const sink = await startServer('smtp-sink', {}, { log: opts.log });
+  opts.defer(() => sink.stop());
+  const smtpPort = ((await (await fetch(`${sink.origin}/smtp`)).json()) as { port: number }).port;
+  const sinkCount = async () => ((await (await fetch(`${sink.origin}/count`)).json()) as { count: number }).count;
+  const arrivals = async () => (await (await fetch(`${sink.origin}/arrivals`)).json()) as Arrival[];
+  const resetSink = () => fetch(`${sink.origin}/reset`, { method: 'POST' });
+
+  const config = loadConfig({
+    DATABASE_URL: database.url,
+    APP_SECRET: database.appSecret,
+    PUBLIC_URL: 'https://plover.bench.test',
+    LOG_LEVEL: 'silent',
+    ...(process.env.WORKER_CONCURRENCY ? { WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY } : {}),
+  });
+  // The worker's pool, sized as openDatabase's default (20): graphile-worker
+  // takes one connection per job in flight plus its listener.
+  const pool = createPool(database.url, 20);
+  const db = createDb(pool);
+  opts.defer(async () => {
+    closeTransports();
+    await db.destroy().catch(() => undefined);
+  });
+  const silent = pino({ level: 'silent' });
+  // The load generator's own pool, as the API would have in its own process:
+  // events committed at 200/s must not take the worker's connections.
+  const ingestPool = createPool(database.url, INGEST_IN_FLIGHT);
+  const ingestDb = createDb(ingestPool);
+  opts.defer(() => ingestDb.destroy().catch(() => undefined));
+
+  // Set-up through the API (validated as a client's would be), in this process.
+  const team = await createTeam(db, 'bench');
+  const { key } = await createApiKey(db, team.id, 'bench');
+  const { rows: accounts } = await sql<{ id: string }>`
+    INSERT INTO mail_accounts (team_id, host, port, security, from_email, from_name, daily_limit)
+    VALUES (${team.id}, '127.0.0.1', ${smtpPort}, 'none', 'news@bench.test', 'Bench News', 1000000) RETURNING id`.execute(db);
+  const accountId = accounts[0]!.id;
+  const app = await buildApp({ config, pool, db, logger: silent });
+  const post = async (url: string, payload: object) => {
+    const res = await app.inject({ method: 'POST', url: `/public/v1${url}`, headers: { 'x-api-key': key }, payload });
+    if (res.statusCode !== 201) throw new Error(`POST ${url}: ${res.statusCode} ${res.body}`);
+    return res.json();
+  };
+  const templateId = (await post('/email/templates', TEMPLATE)).template.id as string;
+  for (const [i, domain] of DOMAINS.entries()) {
+    await post('/email/campaigns', {
+      name: `Welcome ${i + 1}`,
+      events: ['contact.saved'],
+      template_ids: [templateId],
+      mail_account_ids: [accountId],
+      from_name: 'Bench',
+      event_triggered_send: { enabled: true, contact_cooldown_interval: 0, contact_daily_email_cap: 1000 },
+      segment_query: { rules: [{ field: 'email', operator: 'contains', value: `@${domain}` }] },
+    });
+  }
+  await app.close();
+
+  const { rows: pid } = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db);
+  const postmaster = localPostmaster(pid[0]!.pid);
+  const cpu = cpuProbe(sink, postmaster);
+
+  /** Commits one contact.saved event per address, `inFlight` at a time; returns commit times by event id. */
+  const commits = new Map<string, number>();
+  const ingest = async (emails: string[], inFlight: number) => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (next < emails.length) {
+          const email = emails[next++]!;
+          const { eventId } = await ingestEvent(ingestDb, team.id, { event_name: 'contact.saved', email });
+          commits.set(eventId, Date.now());
+        }
+      }),
+    );
+  };
+  const addresses = (prefix: string, count: number) =>
+    Array.from({ length: count }, (_, i) => `${prefix}${i}@${DOMAINS[i % DOMAINS.length]}`);
+  const waitForSink = async (count: number, what: string, stallMs = 60_000) => {
+    let last = -1;
+    let lastChange = Date.now();
+    for (;;) {
+      const c = await sinkCount();
+      if (c >= count) return;
+      if (c !== last) [last, lastChange] = [c, Date.now()];
+      if (Date.now() - lastChange > stallMs) {
+        const { rows } = await sql<{ status: string; n: number }>`
+          SELECT status, count(*)::int AS n FROM email_send_log GROUP BY status ORDER BY status`.execute(db);
+        throw new Error(`${what}: the sink got ${c} of ${count} messages, none for ${stallMs / 1000} s; send log: ${JSON.stringify(rows)}`);
+      }
+      await sleep(25);
+    }
+  };
+
+  let worker: WorkerHandle | undefined;
+  opts.defer(() => worker?.stop());
+  const start = async () => (worker = await startWorker(pool, { db, config }, silent));
+  const stop = async () => {
+    await worker?.stop();
+    worker = undefined;
+  };
+
+  // Warm-up: JIT, pools, the account's pooled SMTP transport.
+  opts.log(`campaigns: warm-up (${WARMUP_EVENTS} events)`);
+  await start();
+  await ingest(addresses('warm', WARMUP_EVENTS), INGEST_IN_FLIGHT);
+  await waitForSink(WARMUP_EVENTS, 'warm-up');
+  await stop();
+  await resetSink();
+
+  // Throughput: N committed events, then the worker drains them.
+  opts.log(`campaigns: committing ${fmt(n, 0)} events (worker stopped)`);
+  const t0 = performance.now();
+  await ingest(addresses('c', n), INGEST_IN_FLIGHT);
+  const ingestS = (performance.now() - t0) / 1000;
+  await sql`VACUUM ANALYZE`.execute(db);
+  opts.log('campaigns: engine drains them');
+  const cpu0 = await cpu();
+  const stopTiming = timeQueries();
+  const t1 = performance.now();
+  await start();
+  await waitForSink(n, 'engine');
+  const engineS = (performance.now() - t1) / 1000;
+  const engineCpu = (await cpu()).minus(cpu0);
+  const queryTimes = stopTiming();
+  const { rows: outcome } = await sql<{ decisions: number; sends: number; sent: number }>`
+    SELECT (SELECT count(*)::int FROM campaign_decisions) AS decisions,
+           (SELECT count(*)::int FROM campaign_decisions WHERE decision = 'send') AS sends,
+           (SELECT count(*)::int FROM email_send_log WHERE status = 'sent') AS sent`.execute(db);
+
+  // Latency at a steady rate, worker running; the events come from another
+  // process (bench/servers/ingest.ts), as they would from the API.
+  const source = await startServer(
+    'ingest',
+    { databaseUrl: database.url, teamId: team.id, poolSize: INGEST_IN_FLIGHT } satisfies IngestServerParams,
+    { log: opts.log },
+  );
+  opts.defer(() => source.stop());
+  const ingestRemote = async (emails: string[]) => {
+    const res = await fetch(`${source.origin}/ingest`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ emails }),
+    });
+    if (!res.ok) throw new Error(`ingest: ${res.status} ${await res.text()}`);
+    for (const [id, at] of (await res.json()) as Committed[]) commits.set(id, at);
+  };
+  await resetSink();
+  await ingestRemote(addresses('warm2-', 20)); // connections, JIT
+  await waitForSink(20, 'ingest warm-up');
+  await resetSink();
+  commits.clear();
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  const ticks = Math.round((opts.duration * 1000) / TICK_MS);
+  const perTick = (RATE * TICK_MS) / 1000;
+  opts.log(`campaigns: latency at ${RATE} events/s for ${opts.duration} s`);
+  const steady = addresses('l', ticks * perTick);
+  const inflight: Promise<void>[] = [];
+  const stopSteadyTiming = timeQueries();
+  loopDelay.enable();
+  const t2 = performance.now();
+  for (let i = 0; i < ticks; i++) {
+    // Open loop: a slow commit does not slow the arrival of the next events.
+    inflight.push(ingestRemote(steady.slice(i * perTick, (i + 1) * perTick)));
+    const wait = t2 + (i + 1) * TICK_MS - performance.now();
+    if (wait > 0) await sleep(wait);
+  }
+  await Promise.all(inflight);
+  const offeredS = (performance.now() - t2) / 1000;
+  await waitForSink(steady.length, 'latency', 30_000);
+  const steadyTimes = stopSteadyTiming();
+  loopDelay.disable();
+  await stop();
+  // Split at the decision (the engine's clock when it decided): commit → decided is
+  // the process_events side, decided → arrival the send_email side.
+  const latency = new LatencyHistogram();
+  const toDecision = new LatencyHistogram();
+  const toArrival = new LatencyHistogram();
+  {
+    const got = await arrivals();
+    const { rows } = await sql<{ message_id: string; event_id: string; decided_at: Date }>`
+      SELECT l.message_id, l.event_id, d.decided_at FROM email_send_log l JOIN campaign_decisions d ON d.email_send_log_id = l.id
+       WHERE l.message_id = ANY (${got.map((a) => a[0])}::text[])`.execute(db);
+    const rowOf = new Map(rows.map((r) => [r.message_id, r]));
+    for (const [messageId, at] of got) {
+      const row = rowOf.get(messageId);
+      const committed = commits.get(row?.event_id ?? '');
+      if (!row || committed === undefined) throw new Error(`latency: message ${messageId} maps to no event of this run`);
+      latency.record(at - committed);
+      toDecision.record(row.decided_at.getTime() - committed);
+      toArrival.record(at - row.decided_at.getTime());
+    }
+  }
+
+  // Baseline: the throughput run's messages, rendered again, sent by nodemailer alone.
+  opts.log('campaigns: baseline: rendering the same messages');
+  const messages = await renderSent(db, config.publicUrl, config.appSecret!, 'c');
+  if (messages.length !== n) throw new Error(`baseline: rendered ${messages.length} messages, expected ${n}`);
+  const transport = nodemailer.createTransport({
+    ...transportOptions({ host: '127.0.0.1', port: smtpPort, security: 'none', username: null }, null),
+    pool: true,
+    maxConnections: SMTP_POOL,
+  });
+  opts.defer(() => transport.close());
+  const blast = async (list: RenderedMessage[]) => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: config.workerConcurrency }, async () => {
+        while (next < list.length) await transport.sendMail(list[next++]!);
+      }),
+    );
+  };
+  await blast(messages.slice(0, WARMUP_EVENTS));
+  await resetSink();
+  opts.log('campaigns: baseline: nodemailer straight to the sink');
+  const cpu1 = await cpu();
+  const t3 = performance.now();
+  await blast(messages);
+  await waitForSink(n, 'baseline');
+  const baselineS = (performance.now() - t3) / 1000;
+  const baselineCpu = (await cpu()).minus(cpu1);
+
+  const o = outcome[0]!;
+  const engineRate = n / engineS;
+  const baselineRate = n / baselineS;
+  const ratio = engineRate / baselineRate;
+  console.log(`\ncampaigns: ${fmt(n, 0)} contact.saved events, 3 campaigns (one send each), one account, ` +
+    `${config.workerConcurrency} jobs in flight, ${SMTP_POOL} SMTP connections`);
+  console.log(`(events committed through ingestEvent at ${fmt(n / ingestS, 0)}/s before the clock started; ` +
+    `${fmt(o.decisions, 0)} decisions, ${fmt(o.sends, 0)} sends, ${fmt(o.sent, 0)} sent)`);
+  console.log(
+    table(
+      ['path', 'e-mails/s', 'ratio', 'cpu s: this process', 'sink', 'postgres'],
+      [
+        ['nodemailer → sink (baseline)', fmt(baselineRate, 0), '1.00', ...baselineCpu.cells()],
+        ['engine: worker from committed events → sink', fmt(engineRate, 0), fmt(ratio, 2), ...engineCpu.cells()],
+      ],
+      ['left', 'right', 'right', 'right', 'right', 'right'],
+    ),
+  );
+  console.log(`goal: ratio >= ${GOAL_RATIO}: ${ratio >= GOAL_RATIO ? 'met' : 'MISSED'}`);
+  console.log(`\nengine run: wall time of the worker's statements (summed over connections, waits included), per e-mail:`);
+  console.log(
+    table(
+      ['statement', 'calls/e-mail', 'ms/e-mail'],
+      queryTimes.slice(0, 12).map((q) => [q.kind, fmt(q.calls / n, 2), fmt(q.ms / n, 2)]),
+      ['left', 'right', 'right'],
+    ),
+  );
+  const p99 = latency.percentileMs(99);
+  console.log(`\nlatency, event commit → message at the sink, ${RATE} events/s offered ` +
+    `(${fmt(steady.length / offeredS, 0)}/s achieved) for ${opts.duration} s:`);
+  console.log(
+    table(
+      ['', 'messages', 'p50 ms', 'p99 ms', 'max ms'],
+      [
+        ['commit → sink', `${fmt(latency.count, 0)}/${fmt(steady.length, 0)}`, fmt(latency.percentileMs(50), 0), fmt(p99, 0), fmt(latency.maxMs(), 0)],
+        ...([['  commit → decided', toDecision], ['  decided → sink', toArrival]] as const).map(([label, h]) =>
+          [label, '', fmt(h.percentileMs(50), 0), fmt(h.percentileMs(99), 0), fmt(h.maxMs(), 0)]),
+      ],
+      ['left', 'right', 'right', 'right', 'right'],
+    ),
+  );
+  console.log(`goal: p99 < ${GOAL_P99_MS} ms: ${p99 < GOAL_P99_MS ? 'met' : 'MISSED'}`);
+  const ms = (ns: number) => fmt(ns / 1e6, 0);
+  console.log(`worker process event-loop delay: p50 ${ms(loopDelay.percentile(50))} ms, p99 ${ms(loopDelay.percentile(99))} ms, max ${ms(loopDelay.max)} ms`);
+  console.log(`\nlatency run: wall time of the worker's statements per event:`);
+  console.log(
+    table(
+      ['statement', 'calls/event', 'ms/event'],
+      steadyTimes.slice(0, 12).map((q) => [q.kind, fmt(q.calls / steady.length, 2), fmt(q.ms / steady.length, 2)]),
+      ['left', 'right', 'right'],
+    ),
+  );
+}
+
+/** Every sent message of the addresses with this prefix, rendered as the send task renders it. */
+async function renderSent(db: ReturnType<typeof createDb>, publicUrl: string, appSecret: string, prefix: string) {
+  const links = new TrackingLinks(publicUrl, appSecret);
+  const { rows } = await sql<Record<string, any>>`
+    SELECT l.id, l.open_tracking, l.click_tracking, to_jsonb(k) AS contact,
+           jsonb_build_object('from_email', a.from_email, 'from_name', a.from_name) AS account,
+           jsonb_build_object('subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) AS template,
+           s.send_data,
+           jsonb_build_object('name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload)) AS event,
+           jsonb_build_object('id', c.id, 'name', c.name) AS campaign
+      FROM email_send_log l
+      JOIN contacts k ON k.id = l.contact_id
+      JOIN mail_accounts a ON a.id = l.mail_account_id
+      JOIN templates t ON t.id = l.template_id
+      JOIN campaign_sends s ON s.id = l.campaign_send_id
+      JOIN events e ON e.id = l.event_id
+      JOIN campaigns c ON c.id = l.campaign_id
+     WHERE l.status = 'sent' AND l.email LIKE ${`${prefix}%`}
+     ORDER BY l.created_at, l.id`.execute(db);
+  const out: RenderedMessage[] = [];
+  for (const r of rows) {
+    out.push(
+      await renderMessage({
+        sendLogId: r.id, contact: r.contact, template: r.template, account: r.account,
+        sendData: { ...r.send_data, open_tracking: r.open_tracking, click_tracking: r.click_tracking },
+        event: r.event, campaign: r.campaign, links,
+      }),
+    );
+  }
+  return out;
+}
+
+type CpuSample = { bench: number; sink: number; postgres?: number };
+
+/** CPU seconds of this process (worker or nodemailer), the sink, and PostgreSQL when it is local. */
+function cpuProbe(sink: ServerProcess, postmaster: number | undefined) {
+  return async () => {
+    const own = process.cpuUsage();
+    const s = await sink.cpuUsage();
+    const sample: CpuSample = {
+      bench: (own.user + own.system) / 1e6,
+      sink: (s.user + s.system) / 1e6,
+      postgres: postmaster === undefined ? undefined : postgresCpuSeconds(postmaster),
+    };
+    return {
+      minus(b: { sample: CpuSample }) {
+        const d = {
+          bench: sample.bench - b.sample.bench,
+          sink: sample.sink - b.sample.sink,
+          postgres: sample.postgres === undefined || b.sample.postgres === undefined ? undefined : sample.postgres - b.sample.postgres,
+        };
+        return { cells: () => [fmt(d.bench, 1), fmt(d.sink, 1), d.postgres === undefined ? 'n/a' : fmt(d.postgres, 1)] };
+      },
+      sample,
+    };
+  };
+}
