@@ -20,6 +20,7 @@ import { migrate } from '../../src/db/migrate.ts';
 import { createDb, createPool, type Db } from '../../src/db/pool.ts';
 import type pg from 'pg';
 import { makeTeam, testConfig } from '../helpers.ts';
+import { startFaultSmtp, type FaultSmtp } from './smtp.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 const CLIENTS = 8;
@@ -41,8 +42,11 @@ describe('database outage under load', () => {
   const unhandled: unknown[] = [];
   const onUnhandled = (err: unknown) => void unhandled.push(err);
   let origin: string;
+  let smtp: FaultSmtp;
 
   before(async () => {
+    // Holds each DATA answer 2 s: a send is mid-transaction when the database stops.
+    smtp = await startFaultSmtp({ dataDelayMs: 2_000 });
     dataDir = mkdtempSync(join(tmpdir(), 'plover-dbfault-'));
     pgServer = await startEmbedded({ dataDir });
     port = Number(new URL(pgServer.url).port);
@@ -79,11 +83,26 @@ describe('database outage under load', () => {
     await db?.destroy().catch(() => {});
     if (pool && !pool.ended) await pool.end().catch(() => {});
     await pgServer?.stop().catch(() => {});
+    await smtp?.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
 
   test('answers fast 503s during the outage, recovers by itself, loses no acknowledged write', { timeout: 90_000 }, async () => {
     const { key, teamId } = await makeTeam(db);
+    // A campaign on lead.created whose one send is in flight (the SMTP server
+    // holding DATA) when the database stops: its job then completes with the
+    // database down, the case that used to end the worker process.
+    const account = await db.insertInto('mail_accounts').values({
+      team_id: teamId, host: '127.0.0.1', port: smtp.port, security: 'none', from_email: 'news@plover.test', daily_limit: 100, status: 'active',
+    }).returning('id').executeTakeFirstOrThrow();
+    const post = async (path: string, payload: unknown) => {
+      const res = await fetch(origin + path, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify(payload) });
+      const text = await res.text();
+      assert.ok(res.status < 300, `${path}: ${res.status} ${text}`);
+      return JSON.parse(text);
+    };
+    const template = await post('/public/v1/email/templates', { name: 'T', content_type: 'html', subject: 'Hi', content: '<p>Hi</p>' });
+    await post('/public/v1/email/campaigns', { name: 'C', events: ['lead.created'], template_ids: [template.template.id], mail_account_ids: [account.id] });
     const answers: Answer[] = [];
     let running = true;
     let n = 0;
@@ -121,7 +140,12 @@ describe('database outage under load', () => {
       }
     });
 
-    await sleep(2_000);
+    await sleep(1_000);
+    await post('/public/v1/email/events', { event_name: 'lead.created', email: 'lead@dbfault.example.com' });
+    for (let i = 0; smtp.started() === 0; i++) {
+      assert.ok(i < 200, 'the send did not reach the SMTP server');
+      await sleep(50);
+    }
     const stopAt = Date.now();
     await pgServer.stop('immediate');
     const stoppedAt = Date.now();
@@ -182,5 +206,9 @@ describe('database outage under load', () => {
       process.stderr.write(`jobs left: ${JSON.stringify(jobs.rows)}\n`);
     }
     assert.equal(pending, 0, 'events left unprocessed after the outage');
+    // The interrupted send went out once and was not repeated by the restarted runner.
+    await sleep(1_000);
+    assert.equal(smtp.total(), 1, 'the send in flight during the outage reached SMTP once');
+    assert.equal(workerExit, null, `the worker process exited (${workerExit})`);
   });
 });

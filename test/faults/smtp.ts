@@ -10,6 +10,8 @@ export type FaultSmtp = {
   /** Messages accepted, by Message-ID without the angle brackets. */
   counts: Map<string, number>;
   total(): number;
+  /** Messages whose DATA has been received (answered or not yet). */
+  started(): number;
   /** Stops listening: new connections are refused, open ones are cut. */
   down(): Promise<void>;
   /** Listens again on the same port. */
@@ -25,6 +27,7 @@ function messageIdOf(raw: string): string {
 export async function startFaultSmtp(opts: { dataDelayMs?: number } = {}): Promise<FaultSmtp> {
   const counts = new Map<string, number>();
   let total = 0;
+  let started = 0;
   const make = () =>
     new SMTPServer({
       secure: false,
@@ -36,6 +39,7 @@ export async function startFaultSmtp(opts: { dataDelayMs?: number } = {}): Promi
         const chunks: Buffer[] = [];
         stream.on('data', (c: Buffer) => chunks.push(c));
         stream.on('end', () => {
+          started++;
           const accept = () => {
             const id = messageIdOf(Buffer.concat(chunks).toString('utf8'));
             counts.set(id, (counts.get(id) ?? 0) + 1);
@@ -72,6 +76,7 @@ export async function startFaultSmtp(opts: { dataDelayMs?: number } = {}): Promi
     port,
     counts,
     total: () => total,
+    started: () => started,
     down: stop,
     async up() {
       if (listening) return;
