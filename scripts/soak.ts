@@ -9,7 +9,11 @@
 // contact and sent e-mail. Open loop: requests start on schedule whether or not
 // earlier ones have answered, so a slow service shows up as latency.
 //
-// Per minute: requests, errors, p99 latency, mails and webhook deliveries
+// The same load runs for --warmup seconds first (default 120), not reported:
+// a fresh Node process's RSS climbs while V8 sizes its heap (measured: the
+// worker went 288 → 316 → 363 → 364 → 365 MiB over minutes 1-5 at 30/s, flat
+// from minute 3), and the memory check is about growth under steady load.
+// Then per minute: requests, errors, p99 latency, mails and webhook deliveries
 // received, and the resident memory (VmRSS, median of the minute's samples) of
 // each process. Exits 1 on any error (a non-2xx/3xx answer, a delivery or send
 // not completed at the end) or if a process's RSS grew more than 10% from
@@ -33,11 +37,14 @@ import { migrate } from '../src/db/migrate.ts';
 import { createDb, createPool } from '../src/db/pool.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 
-const { values } = parseArgs({ options: { minutes: { type: 'string', default: '3' }, rate: { type: 'string', default: '30' } } });
+const { values } = parseArgs({
+  options: { minutes: { type: 'string', default: '3' }, rate: { type: 'string', default: '30' }, warmup: { type: 'string', default: '120' } },
+});
 const minutes = Number(values.minutes);
 const rate = Number(values.rate);
-if (!(Number.isInteger(minutes) && minutes >= 2 && minutes <= 1440) || !(rate > 0 && rate <= 1000)) {
-  console.error('usage: npm run soak -- [--minutes N (2..1440)] [--rate requests/s]');
+const warmupS = Number(values.warmup);
+if (!(Number.isInteger(minutes) && minutes >= 2 && minutes <= 1440) || !(rate > 0 && rate <= 1000) || !(warmupS >= 0 && warmupS <= 3600)) {
+  console.error('usage: npm run soak -- [--minutes N (2..1440)] [--rate requests/s] [--warmup seconds]');
   process.exit(2);
 }
 const root = join(import.meta.dirname, '..');
@@ -236,11 +243,14 @@ async function main(): Promise<number> {
   const minutesData: Minute[] = [];
   let current = newMinute();
   let inFlight = 0;
+  let warmup: Minute | undefined; // its errors count too (answers may come in late)
   let mailsAt = 0;
   let deliveriesAt = 0;
-  const t0 = Date.now();
+  const start = Date.now();
+  const t0 = start + warmupS * 1000; // minute 1 starts after the warm-up
   const end = t0 + minutes * 60_000;
-  log(`load: ${rate} requests/s for ${minutes} min against ${origin} (api pid ${api.pid}, worker pid ${worker.pid})`);
+  let warm = warmupS === 0;
+  log(`load: ${rate} requests/s for ${warmupS} s of warm-up, then ${minutes} min, against ${origin} (api pid ${api.pid}, worker pid ${worker.pid})`);
   const sampler = setInterval(() => {
     for (const [name, pid] of Object.entries(processes)) (current.rss[name] ??= []).push(rssMiB(pid));
     // The API's V8 heap in use (its /metrics): tells a leak from the heap and
@@ -254,7 +264,7 @@ async function main(): Promise<number> {
   let sent = 0;
   while (Date.now() < end) {
     if (api.exitCode !== null || worker.exitCode !== null) throw new Error('a Plover process exited during the soak');
-    const due = Math.floor(((Date.now() - t0) / 1000) * rate);
+    const due = Math.floor(((Date.now() - start) / 1000) * rate);
     for (; sent < due; sent++) {
       const [method, path, body] = next();
       const m = current;
@@ -276,7 +286,12 @@ async function main(): Promise<number> {
       m.requests++;
     }
     const elapsed = Date.now() - t0;
-    if (elapsed >= (minutesData.length + 1) * 60_000) {
+    if (!warm && elapsed >= 0) {
+      warm = true;
+      warmup = current;
+      log(`warm-up done: ${warmup.requests} requests; RSS medians api ${median(warmup.rss.api ?? []).toFixed(1)} MiB, worker ${median(warmup.rss.worker ?? []).toFixed(1)} MiB`);
+      current = newMinute();
+    } else if (warm && elapsed >= (minutesData.length + 1) * 60_000) {
       current.mails = mails - mailsAt;
       current.deliveries = deliveries - deliveriesAt;
       mailsAt = mails;
@@ -310,7 +325,7 @@ async function main(): Promise<number> {
   log(`drained: ${totals.rows[0].d} webhook deliveries (${envelopes.size} envelopes, ${deliveries} requests), ${totals.rows[0].s} sends (${mails} mails at the sink)`);
 
   let failed = false;
-  const errors = minutesData.reduce((s, m) => s + m.errors, 0);
+  const errors = (warmup?.errors ?? 0) + minutesData.reduce((s, m) => s + m.errors, 0);
   if (errors > 0) {
     failed = true;
     log(`FAIL: ${errors} errors, e.g.:\n  ${errorSamples.join('\n  ')}`);

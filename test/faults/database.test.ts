@@ -1,10 +1,12 @@
 // PostgreSQL stopped under load (pg_ctl stop -m immediate: to clients, a crash)
-// and started again on the same port a few seconds later. The API and a worker
-// run in this process on a dedicated server the test owns, so stopping it
-// disturbs no other test. Promised: answers during the outage are fast 503
-// SERVICE_UNAVAILABLE with the error envelope (never a hang, never a 500); the
-// service recovers without a restart; every write answered 2xx is stored; the
-// events of those writes are all processed once the database is back.
+// and started again on the same port a few seconds later, on a dedicated server
+// the test owns (so stopping it disturbs no other test). The API runs in this
+// process (buildApp on 127.0.0.1), the worker as its own process. Promised:
+// answers during the outage are fast 503 SERVICE_UNAVAILABLE with the error
+// envelope (never a hang, never a 500); the service recovers without a restart;
+// every write answered 2xx is stored; the worker process survives (also with a
+// job finishing while the database is down), processes every event once the
+// database is back, and does not send twice the e-mail that was in flight.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
