@@ -11,7 +11,7 @@ import pino from 'pino';
 import { buildTaskList, type TaskDeps } from './tasks.ts';
 import { WebhookDispatcher } from './webhooks/dispatcher.ts';
 
-export type WorkerHandle = { runner: Runner; dispatcher: WebhookDispatcher; stop(): Promise<void> };
+export type WorkerHandle = { readonly runner: Runner; dispatcher: WebhookDispatcher; stop(): Promise<void> };
 
 
 export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logger): Promise<WorkerHandle> {
@@ -47,7 +47,13 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
       log.warn({ worker_ids: dead }, 'unlocked the jobs of workers that stopped sending heartbeats');
     }
   };
-  const runner = await run({
+  // graphile-worker 0.17 does not await its complete/fail-job writes: with the
+  // default (unbatched) settings a database restart turns them into unhandled
+  // rejections, which end the process (close-with-grace). Batched (delay 0),
+  // such a failure stops the runner instead; we then start a new runner once
+  // the database answers, after unlocking the old runner's jobs ourselves
+  // (otherwise they would stay locked for graphile-worker's 4 hours).
+  const options = {
     pgPool: pool,
     taskList: buildTaskList(deps),
     concurrency: deps.config.workerConcurrency,
@@ -60,23 +66,59 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
     // A completed job could run again after a crash within the batch delay:
     // every task here is idempotent (events decided once, sends claimed by status).
     preset: {
-      worker: { localQueue: { size: deps.config.workerConcurrency }, completeJobBatchDelay: 0 },
+      worker: { localQueue: { size: deps.config.workerConcurrency }, completeJobBatchDelay: 0, failJobBatchDelay: 0 },
     },
     crontab: '',
     logger,
     events,
-  });
+  };
+  let stopping = false;
+  let runner: Runner = await run(options);
+  const restartWhenDatabaseIsBack = async (ended: Runner, err?: unknown) => {
+    if (stopping || ended !== runner) return;
+    log.warn({ err }, 'the job runner stopped (database unavailable?); restarting it once the database answers');
+    const oldIds = [...workerIds];
+    while (!stopping) {
+      try {
+        await sql`SELECT graphile_worker.force_unlock_workers(${oldIds}::text[])`.execute(deps.db);
+        for (const id of oldIds) workerIds.delete(id);
+        const next = await run(options);
+        if (stopping) {
+          await next.stop();
+          return;
+        }
+        runner = next;
+        supervise(next);
+        log.info('job runner restarted');
+        return;
+      } catch (e) {
+        log.warn({ err: e }, 'job runner not restarted yet; retrying in 1 s');
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+    }
+  };
+  const supervise = (r: Runner) => {
+    r.promise.then(
+      () => restartWhenDatabaseIsBack(r),
+      (err: unknown) => restartWhenDatabaseIsBack(r, err),
+    );
+  };
+  supervise(runner);
   await beat().catch((err) => log.warn({ err }, 'worker heartbeat failed'));
   const heartbeat = setInterval(() => void beat().catch((err) => log.warn({ err }, 'worker heartbeat failed')), heartbeatMs);
   heartbeat.unref();
   const dispatcher = new WebhookDispatcher({ db: deps.db, pool, config: deps.config, log: log.child({ component: 'webhooks' }) });
   await dispatcher.start();
   return {
-    runner,
+    get runner() {
+      return runner;
+    },
     dispatcher,
     async stop() {
+      stopping = true;
       clearInterval(heartbeat);
-      await Promise.all([runner.stop(), dispatcher.stop()]);
+      // A runner that stopped on its own (database outage) rejects stop().
+      await Promise.all([runner.stop().catch(() => {}), dispatcher.stop()]);
       await sql`DELETE FROM worker_processes WHERE id = ${processId}`.execute(deps.db).catch(() => {});
     },
   };

@@ -25,7 +25,8 @@ export type EmbeddedDatabase = {
   appSecret: string;
   /** True when this process started the server and must stop it. */
   owned: boolean;
-  stop(): Promise<void>;
+  /** `immediate` is a crash as far as clients can tell (used by the database fault test). */
+  stop(mode?: 'fast' | 'immediate'): Promise<void>;
 };
 
 const DB_NAME = 'plover';
@@ -107,9 +108,14 @@ async function waitForConnect(url: string, timeoutMs: number): Promise<void> {
   }
 }
 
-export type EmbeddedOptions = { dataDir: string; log?: (msg: string) => void };
+export type EmbeddedOptions = {
+  dataDir: string;
+  log?: (msg: string) => void;
+  /** Listen on this port instead of a free one (a restart keeps its clients' URL). */
+  port?: number;
+};
 
-export async function startEmbedded({ dataDir, log = () => {} }: EmbeddedOptions): Promise<EmbeddedDatabase> {
+export async function startEmbedded({ dataDir, log = () => {}, port: fixedPort }: EmbeddedOptions): Promise<EmbeddedDatabase> {
   const secrets = loadOrCreateSecrets(dataDir);
   const pgDir = join(dataDir, 'pg');
   const urlFor = (port: number, db = DB_NAME) =>
@@ -118,8 +124,8 @@ export async function startEmbedded({ dataDir, log = () => {} }: EmbeddedOptions
   const bins = await binaries();
   const ids = await runAsIds();
   const ownerFile = join(dataDir, 'owner.pid');
-  const stop = async () => {
-    await run(bins.pg_ctl, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'], { ...ids });
+  const stop = async (mode: 'fast' | 'immediate' = 'fast') => {
+    await run(bins.pg_ctl, ['stop', '-D', pgDir, '-m', mode, '-w', '-t', '60'], { ...ids });
     rmSync(ownerFile, { force: true });
   };
 
@@ -155,7 +161,7 @@ export async function startEmbedded({ dataDir, log = () => {} }: EmbeddedOptions
       rmSync(pwFile, { force: true });
     }
   }
-  const port = await freePort();
+  const port = fixedPort ?? (await freePort());
   const logFile = join(dataDir, 'postgres.log');
   if (ids.uid !== undefined) {
     writeFileSync(logFile, '', { flag: 'a' });
@@ -174,9 +180,9 @@ export async function startEmbedded({ dataDir, log = () => {} }: EmbeddedOptions
   return { url: urlFor(port), appSecret: secrets.app_secret, owned: true, stop: once(stop) };
 }
 
-function once(fn: () => Promise<void>): () => Promise<void> {
+function once<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
   let p: Promise<void> | undefined;
-  return () => (p ??= fn());
+  return (...args) => (p ??= fn(...args));
 }
 
 function readPid(file: string): number | undefined {

@@ -139,7 +139,11 @@ const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'E
 function isDatabaseUnavailable(e: { code?: string; message?: string } | undefined): boolean {
   if (!e) return false;
   if (e.code && UNAVAILABLE_CODES.has(e.code)) return true;
-  return /timeout exceeded when trying to connect|Connection terminated/.test(e.message ?? '');
+  // pg's own connection errors carry no code. "not queryable" is what a client
+  // answers after its connection broke: Kysely's ROLLBACK of a transaction whose
+  // connection died throws it in place of the original error (seen when the
+  // database stopped under load).
+  return /timeout exceeded when trying to connect|Connection terminated|is not queryable/.test(e.message ?? '');
 }
 
 export function sendError(reply: FastifyReply, err: unknown, request?: FastifyRequest): FastifyReply {

@@ -76,30 +76,50 @@ export class WebhookDispatcher {
     while (this.inFlight > 0) await new Promise((r) => setTimeout(r, 20));
     await this.flush();
     if (this.listener) {
-      this.listener.removeAllListeners('notification');
-      await this.listener.query(`UNLISTEN ${DELIVERY_CHANNEL}`).catch(() => {});
-      this.listener.release();
-      this.listener = null;
+      const client = this.listener;
+      await client.query(`UNLISTEN ${DELIVERY_CHANNEL}`).catch(() => {});
+      this.dropListener(client);
     }
     await this.agent.close();
   }
 
   private async listen(): Promise<void> {
+    let client: pg.PoolClient | undefined;
     try {
-      const client = await this.pool.connect();
-      client.on('notification', () => this.poke());
-      client.on('error', (err) => {
+      client = await this.pool.connect();
+      const c = client;
+      c.on('notification', () => this.poke());
+      this.onListenerError = (err: Error) => {
         this.log.warn({ err }, 'webhook dispatcher lost its LISTEN connection; polling until it is back');
-        this.listener = null;
-        client.release(err);
+        this.dropListener(c, err);
         setTimeout(() => this.running && this.listen(), 1_000);
-      });
-      await client.query(`LISTEN ${DELIVERY_CHANNEL}`);
-      this.listener = client;
+      };
+      c.on('error', this.onListenerError);
+      await c.query(`LISTEN ${DELIVERY_CHANNEL}`);
+      this.listener = c;
       this.poke();
     } catch (err) {
+      // A client whose LISTEN failed (the database went away between connect
+      // and LISTEN) goes back to the pool broken, not kept: else every such
+      // retry during an outage would leak one pooled connection.
+      if (client) this.dropListener(client, err as Error);
       this.log.warn({ err }, 'webhook dispatcher could not LISTEN; retrying');
       setTimeout(() => this.running && this.listen(), 1_000);
+    }
+  }
+
+  private onListenerError: ((err: Error) => void) | null = null;
+
+  /** Releases the LISTEN client once (an error after stop() released it must not release it again). */
+  private dropListener(client: pg.PoolClient, err?: Error): void {
+    if (this.onListenerError) client.off('error', this.onListenerError);
+    this.onListenerError = null;
+    client.removeAllListeners('notification');
+    if (this.listener === client) this.listener = null;
+    try {
+      client.release(err);
+    } catch {
+      // already released
     }
   }
 
