@@ -30,6 +30,19 @@ function verifyStandard(r: Received, secret: string): boolean {
   return String(r.headers['webhook-signature']).split(' ').some((s) => s === `v1,${expected}`);
 }
 
+/** Retries an assertion block until it passes (results are recorded in batches, a few ms after the receiver answers). */
+async function eventually(check: () => Promise<void>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(50);
+    }
+  }
+}
+
 describe('webhook delivery', () => {
   let t: TestApp;
   let dispatcher: WebhookDispatcher;
@@ -65,6 +78,15 @@ describe('webhook delivery', () => {
     await processEvents();
   }
   const deliveries = async (key: string, webhookId: string, query = '') => (await api(key, 'GET', `/webhooks/${webhookId}/deliveries${query}`)).json();
+  /** The newest delivery of a webhook, once it has at least `attempts` attempts recorded. */
+  const recorded = async (key: string, webhookId: string, attempts = 1) => {
+    let d: any;
+    await eventually(async () => {
+      d = (await deliveries(key, webhookId)).deliveries[0];
+      assert.ok(d && d.attempts >= attempts, `delivery has ${d?.attempts} attempts`);
+    });
+    return d;
+  };
 
   test('an event reaches the subscribed webhook as a compact, signed envelope', async () => {
     const r = await receiver();
@@ -97,6 +119,7 @@ describe('webhook delivery', () => {
     assert.equal(env.payload.email, 'ada@example.com');
     assert.equal(env.payload.first_name, 'Ada');
 
+    await recorded(key, webhook.id);
     await sleep(200);
     assert.equal(r.received.length, 1, 'the email.sent-only webhook got nothing');
     const log = await deliveries(key, webhook.id);
@@ -194,11 +217,10 @@ describe('webhook delivery', () => {
     assert.notEqual(enabled.secret, webhook.secret);
     const started = Date.now();
     const [, resumed] = await r.waitFor(2);
-    assert.ok(Date.now() - started < 1_000, 'sent promptly after enabling');
+    assert.ok(Date.now() - started < 3_000, 'sent promptly after enabling');
     assert.ok(verifyFy(resumed!, enabled.secret), 'signed with the new secret');
     assert.equal(verifyFy(resumed!, webhook.secret), false, 'not with the old one');
-    await sleep(100);
-    assert.equal((await deliveries(key, webhook.id)).deliveries[0].status, 'success');
+    assert.equal((await recorded(key, webhook.id, 2)).status, 'success');
   });
 
   test('deleting a webhook cancels its pending deliveries', async () => {
@@ -224,9 +246,10 @@ describe('webhook delivery', () => {
     const { key, webhook } = await setup(r.url);
     await saveContact(key, 'gone@example.com');
     await r.waitFor(1);
-    await sleep(200);
-    const hook = (await api(key, 'GET', `/webhooks/${webhook.id}`)).json().webhook;
-    assert.equal(hook.is_enabled, false);
+    await eventually(async () => {
+      const hook = (await api(key, 'GET', `/webhooks/${webhook.id}`)).json().webhook;
+      assert.equal(hook.is_enabled, false);
+    });
     await sleep(DELAYS[0]! * 1000 + 500);
     assert.equal(r.received.length, 1, 'no retries to a receiver that is gone');
   });
@@ -258,9 +281,8 @@ describe('webhook delivery', () => {
     const { key, webhook } = await setup(r.url);
     await saveContact(key, 'redirect@example.com');
     await r.waitFor(1);
-    await sleep(200);
+    const d = await recorded(key, webhook.id);
     assert.equal(target.received.length, 0, 'the redirect target was never called');
-    const d = (await deliveries(key, webhook.id)).deliveries[0];
     assert.equal(d.status, 'pending');
     assert.equal(d.response_code, 302);
     assert.match(d.last_error, /redirect/);
@@ -271,8 +293,7 @@ describe('webhook delivery', () => {
     const s = await setup(slow.url);
     await saveContact(s.key, 'slow@example.com');
     await slow.waitFor(1);
-    await sleep(config.webhookTimeoutMs + 300);
-    const sd = (await deliveries(s.key, s.webhook.id)).deliveries[0];
+    const sd = await recorded(s.key, s.webhook.id);
     assert.equal(sd.attempts, 1);
     assert.equal(sd.response_code, null);
     assert.match(sd.last_error, /timeout/);
@@ -287,8 +308,7 @@ describe('webhook delivery', () => {
     const { key, webhook } = await setup(r.url);
     await saveContact(key, 'resend@example.com');
     await r.waitFor(1);
-    await sleep(150);
-    const d = (await deliveries(key, webhook.id)).deliveries[0];
+    const d = await recorded(key, webhook.id);
     assert.ok(Buffer.byteLength(d.response_body) <= 4096 && Buffer.byteLength(d.response_body) >= 4094, String(Buffer.byteLength(d.response_body)));
     assert.ok(d.response_body.startsWith('éé'));
     const res = await api(key, 'POST', `/webhooks/${webhook.id}/deliveries/${d.id}/resend`);
@@ -297,8 +317,7 @@ describe('webhook delivery', () => {
     const [first, again] = await r.waitFor(2);
     assert.equal(again!.body.id, first!.body.id);
     assert.equal(again!.raw.toString(), first!.raw.toString(), 'the same envelope bytes');
-    await sleep(150);
-    const after2 = (await deliveries(key, webhook.id)).deliveries[0];
+    const after2 = await recorded(key, webhook.id, 2);
     assert.equal(after2.attempts, 2);
     assert.equal(after2.status, 'success');
     assert.equal((await api(key, 'POST', `/webhooks/${webhook.id}/deliveries/00000000-0000-7000-8000-000000000000/resend`)).statusCode, 404);
@@ -354,11 +373,12 @@ describe('webhook delivery', () => {
         );
       }
       await saveContact(key, 'rebind@example.com');
-      await sleep(1_000);
+      await eventually(async () => {
+        const { rows } = await t.database.pool.query('SELECT last_error FROM webhook_deliveries WHERE team_id = $1', [teamId]);
+        assert.equal(rows.length, 2);
+        for (const row of rows) assert.match(row.last_error ?? '', /not a public address/);
+      });
       assert.equal(r.received.length, 0, 'nothing reached the loopback receiver');
-      const { rows } = await t.database.pool.query('SELECT last_error FROM webhook_deliveries WHERE team_id = $1', [teamId]);
-      assert.equal(rows.length, 2);
-      for (const row of rows) assert.match(row.last_error, /not a public address/);
     } finally {
       await guarded.stop();
       dispatcher = new WebhookDispatcher({ db: t.database.db, pool: t.database.pool, config, log: pino({ level: 'silent' }) });
