@@ -108,7 +108,7 @@ describe('worker faults', () => {
     const done = await until('every send to settle', async () => {
       const s = await statuses(teamId);
       const total = Object.values(s).reduce((x, y) => x + y, 0);
-      return total === CONTACTS && (s.sent ?? 0) + (s.sending ?? 0) === CONTACTS && (s.sending ?? 0) <= 20 && s;
+      return total === CONTACTS && (s.sent ?? 0) + (s.sending ?? 0) === CONTACTS && s;
     }, 40_000);
     assert.ok(Date.now() - killedAt < 40_000);
     process.stderr.write(`kill during sending: ${JSON.stringify(done)}, ${smtp.total()} messages at the SMTP server\n`);
@@ -132,7 +132,13 @@ describe('worker faults', () => {
         assert.match(r.last_error ?? '', /interrupted during the SMTP transaction; not resent/);
       }
     }
-    assert.ok(interrupted.length <= 20, `${interrupted.length} sends interrupted by 2 kills of 10 in flight`);
+    // A row is claimed only when one of the account's 5 pooled connections takes
+    // it: a kill can fail at most those 5 without their message reaching SMTP.
+    // The others it fails were sent, not yet recorded ("may or may not have been
+    // delivered": they were).
+    const neverSent = interrupted.filter((id) => !smtp.counts.has(`${id}@plover.test`));
+    assert.ok(neverSent.length <= 2 * 5, `${neverSent.length} interrupted sends never reached SMTP (2 kills, 5 connections)`);
+    process.stderr.write(`interrupted: ${interrupted.length} (${neverSent.length} never reached SMTP)\n`);
   });
 
   test('webhook receiver down (503, then port closed) and back: all arrive, on schedule', { timeout: 60_000 }, async () => {
