@@ -27,12 +27,12 @@ import { checkSegmentRules } from './segment.ts';
 import { submitToCampaign } from '../events/ingest.ts';
 import { DecisionObject } from '../events/ingest-routes.ts';
 import { Type } from 'typebox';
+import { UUID_RE } from '../http/schemas.ts';
 
 const TAGS = ['campaigns'];
 
 // Path ids are checked here, not by the schema: a malformed id names no
 // campaign, so it is a 404 like an unknown one (never a 422, never a SQL error).
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function pushDuplicates(ids: string[], field: string, details: ErrorDetail[]): void {
   const first = new Map<string, number>();

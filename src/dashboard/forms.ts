@@ -43,7 +43,7 @@ export function queryField(source: unknown, name: string, maxLength = 1000): str
   }
 }
 
-export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export { UUID_RE } from '../http/schemas.ts';
 
 /** A safe place to return to after sign-in: a local path only (no `//host` or `/\host`). */
 export function localPath(next: string): string {

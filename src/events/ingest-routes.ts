@@ -6,9 +6,9 @@ import { Type } from 'typebox';
 import { notFound, validationFailed } from '../http/errors.ts';
 import { DateTime, StringOrNull, withErrors } from '../http/schemas.ts';
 import { checkIngestInput, ingestEvent, INGEST_EVENT_NAMES } from './ingest.ts';
+import { UUID_RE } from '../http/schemas.ts';
 
 const TAGS = ['events'];
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const IngestBody = Type.Object(
   {

@@ -13,6 +13,7 @@ import { decide, type Candidate, type Decision } from '../campaigns/engine.ts';
 import type { SendDataValue } from '../campaigns/schemas.ts';
 import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
 import { emit } from './emit.ts';
+import { UUID_RE } from '../http/schemas.ts';
 
 type Tx = Transaction<Database>;
 
@@ -27,7 +28,6 @@ export type IngestInput = {
   payload?: Record<string, unknown>;
 };
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const MAX_TEXT = 255;
 
 /** Checks what the schema cannot: which fields the event needs and the lead/sale payload fields. */

@@ -2,9 +2,9 @@
 // pagination, and the validator compilers.
 import { Ajv, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
-import type { FastifySchemaCompiler } from 'fastify';
+import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import { Type, type Static, type TSchema } from 'typebox';
-import { ErrorBody } from './errors.ts';
+import { ErrorBody, notFound } from './errors.ts';
 
 const base: Options = { allErrors: true, strict: false, useDefaults: true, removeAdditional: false };
 // Bodies are JSON and must carry the right types; only the query string and path
@@ -112,4 +112,19 @@ export function pageMeta(page: number, perPage: number, total: number) {
     total: String(total),
     last_page: String(Math.max(1, Math.ceil(total / perPage))),
   };
+}
+
+/** A UUID in its plain form (ajv's `uuid` format also takes a `urn:uuid:` prefix, which PostgreSQL refuses). */
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+
+/**
+ * For routes with `attachValidation`: a malformed path id names nothing of this
+ * team, so it is a 404 like any unknown id; other validation errors stand.
+ */
+export function rejectInvalidId(request: FastifyRequest, what: string): void {
+  const err = request.validationError;
+  if (!err) return;
+  if ((err as { validationContext?: string }).validationContext === 'params') throw notFound(what);
+  throw err;
 }

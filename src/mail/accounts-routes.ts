@@ -1,27 +1,19 @@
 // Mail accounts API (decisions.md §9): create, list, get. No response carries
 // the password or its ciphertext.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { notFound } from '../http/errors.ts';
-import { PageMeta, pageMeta, pageQuery, withErrors } from '../http/schemas.ts';
+import { PageMeta, pageMeta, pageQuery, rejectInvalidId, UUID_PATTERN, withErrors } from '../http/schemas.ts';
 import { createMailAccount, findMailAccount, listMailAccounts, MailAccount, MailAccountBody, toMailAccount } from './accounts.ts';
 
 // ajv's `uuid` format also takes a `urn:uuid:` prefix, which PostgreSQL refuses.
 const IdParams = Type.Object({
-  id: Type.String({ format: 'uuid', pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }),
+  id: Type.String({ format: 'uuid', pattern: UUID_PATTERN }),
 });
 const ListQuery = pageQuery(20, {});
 const MailAccountResponse = Type.Object({ ok: Type.Literal(true), mail_account: MailAccount });
 const MailAccountListResponse = Type.Object({ ok: Type.Literal(true), mail_accounts: Type.Array(MailAccount), meta: PageMeta });
 
-/** A malformed id names no account of this team: 404, like any unknown id. */
-function rejectInvalidId(request: FastifyRequest): void {
-  const err = request.validationError;
-  if (!err) return;
-  if ((err as { validationContext?: string }).validationContext === 'params') throw notFound('mail account');
-  throw err;
-}
 
 function appSecret(secret: string | undefined): string {
   // main.ts always supplies one (APP_SECRET, or the embedded database's own).
@@ -81,7 +73,7 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      rejectInvalidId(request);
+      rejectInvalidId(request, 'mail account');
       const row = await findMailAccount(app.deps.db, request.auth!.teamId, request.params.id);
       if (!row) throw notFound('mail account');
       return { ok: true as const, mail_account: toMailAccount(row) };

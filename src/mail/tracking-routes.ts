@@ -19,6 +19,7 @@ import {
   linkNotFoundPage,
   PAGE_HEADERS,
 } from './unsubscribe-page.ts';
+import { UUID_RE } from '../http/schemas.ts';
 
 // The classic transparent 1×1 GIF (43 bytes).
 export const PIXEL_GIF = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
@@ -30,7 +31,6 @@ const PIXEL_HEADERS = {
   'x-robots-tag': 'noindex, nofollow',
 };
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // The one-click POST carries one short field; the page's form one more.
 const FORM_BODY_LIMIT = 16 * 1024;
 const MAX_UA_LENGTH = 1_000;

@@ -1,8 +1,7 @@
 // Templates API (interface.md 4.5; decisions.md §5): create, list, get, delete.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyRequest } from 'fastify';
 import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
-import { Ok, pageMeta, withErrors } from '../http/schemas.ts';
+import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { deleteTemplate, findTemplate, insertTemplate, listTemplates, type TemplateRow } from './queries.ts';
 import { checkLiquidSyntax, deriveAltContent } from './render.ts';
 import {
@@ -45,12 +44,6 @@ function toTemplate(row: Required<TemplateRow>) {
  * not a UUID names no template of this team, so it is a 404 like any other
  * unknown id (not a 422, and never a database error).
  */
-function rejectInvalidId(request: FastifyRequest): void {
-  const err = request.validationError;
-  if (!err) return;
-  if ((err as { validationContext?: string }).validationContext === 'params') throw notFound('template');
-  throw err;
-}
 
 export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
@@ -145,7 +138,7 @@ export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      rejectInvalidId(request);
+      rejectInvalidId(request, 'template');
       const row = await findTemplate(app.deps.db, request.auth!.teamId, request.params.id);
       if (!row) throw notFound('template');
       return { ok: true as const, template: toTemplate(row) };
@@ -165,7 +158,7 @@ export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      rejectInvalidId(request);
+      rejectInvalidId(request, 'template');
       const result = await deleteTemplate(app.deps.db, request.auth!.teamId, request.params.id);
       if (result === 'not_found') throw notFound('template');
       if (result === 'in_use') {

@@ -1,7 +1,7 @@
 // Request and response schemas of the templates API (interface.md 2.7, 4.5;
 // decisions.md §5).
 import { Type, type Static } from 'typebox';
-import { DateTime, PageMeta, pageQuery } from '../http/schemas.ts';
+import { DateTime, PageMeta, pageQuery, UUID_PATTERN } from '../http/schemas.ts';
 
 /** decisions.md §1: template content is at most 1 MiB. */
 export const MAX_CONTENT_CHARS = 1024 * 1024;
@@ -11,7 +11,7 @@ export const MAX_SUBJECT_CHARS = 998;
 // A UUID in the form PostgreSQL reads. ajv's `uuid` format also accepts a
 // `urn:uuid:` prefix, which the database would refuse (a 500), hence the pattern.
 export const TemplateIdParams = Type.Object({
-  id: Type.String({ format: 'uuid', pattern: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' }),
+  id: Type.String({ format: 'uuid', pattern: UUID_PATTERN }),
 });
 
 export const TemplateMetaInput = Type.Object(

@@ -2,10 +2,9 @@
 // resend and simulate. Registered at /public/v1/webhooks.
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyRequest } from 'fastify';
 import type { Agent } from 'undici';
 import { notFound, validationFailed } from '../http/errors.ts';
-import { Ok, pageMeta, withErrors } from '../http/schemas.ts';
+import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { samplePayload, type WebhookEvent } from './catalog.ts';
 import { attemptDelivery, deliveryAgent } from './deliver.ts';
 import {
@@ -46,13 +45,6 @@ import {
 
 const TAGS = ['webhooks'];
 
-/** A malformed id names no webhook of this team: 404, like any unknown id. */
-function rejectInvalidId(request: FastifyRequest, what = 'webhook'): void {
-  const err = request.validationError;
-  if (!err) return;
-  if ((err as { validationContext?: string }).validationContext === 'params') throw notFound(what);
-  throw err;
-}
 
 export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { config, db } = app.deps;
@@ -180,7 +172,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      rejectInvalidId(request);
+      rejectInvalidId(request, 'webhook');
       const row = await findWebhook(db, request.auth!.teamId, request.params.id);
       if (!row) throw notFound('webhook');
       return { ok: true as const, webhook: toWebhookView(row, box()) as never };
@@ -210,7 +202,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      rejectInvalidId(request);
+      rejectInvalidId(request, 'webhook');
       // An unknown webhook is 404 before its URL is judged.
       if (!(await findWebhook(db, request.auth!.teamId, request.params.id))) throw notFound('webhook');
       await assertTarget(request.body.url);
@@ -231,7 +223,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      rejectInvalidId(request);
+      rejectInvalidId(request, 'webhook');
       if (!(await deleteWebhook(db, request.auth!.teamId, request.params.id))) throw notFound('webhook');
       return { ok: true as const };
     },
@@ -254,7 +246,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        rejectInvalidId(request);
+        rejectInvalidId(request, 'webhook');
         return update(request.auth!.teamId, request.params.id, { is_enabled: isEnabled });
       },
     );
@@ -274,7 +266,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      rejectInvalidId(request);
+      rejectInvalidId(request, 'webhook');
       const teamId = request.auth!.teamId;
       if (!(await findWebhook(db, teamId, request.params.id))) throw notFound('webhook');
       const page = request.query.page ?? 1;

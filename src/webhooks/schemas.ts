@@ -1,6 +1,6 @@
 // Request and response schemas of the webhook API (interface.md 4.8, decisions.md §8).
 import { Type } from 'typebox';
-import { nullable, pageQuery, PageMeta, StringOrNull } from '../http/schemas.ts';
+import { nullable, pageQuery, PageMeta, StringOrNull, UUID_PATTERN } from '../http/schemas.ts';
 import { WEBHOOK_EVENTS, WEBHOOK_SOURCES } from './catalog.ts';
 
 // enum rather than a union of literals: one clear error per bad value.
@@ -36,9 +36,8 @@ export const UpdateWebhookBody = Type.Object(
   { additionalProperties: false },
 );
 
-const uuidPattern = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
-export const WebhookParams = Type.Object({ id: Type.String({ pattern: uuidPattern }) });
-export const DeliveryParams = Type.Object({ id: Type.String({ pattern: uuidPattern }), delivery_id: Type.String({ pattern: uuidPattern }) });
+export const WebhookParams = Type.Object({ id: Type.String({ pattern: UUID_PATTERN }) });
+export const DeliveryParams = Type.Object({ id: Type.String({ pattern: UUID_PATTERN }), delivery_id: Type.String({ pattern: UUID_PATTERN }) });
 
 const WebhookFields = {
   id: Type.String(),
@@ -92,7 +91,7 @@ export const ListDeliveriesQuery = pageQuery(20, {
 
 export const SimulateBody = Type.Object(
   {
-    webhook_id: Type.Optional(Type.String({ pattern: uuidPattern })),
+    webhook_id: Type.Optional(Type.String({ pattern: UUID_PATTERN })),
     event: EventName,
   },
   { additionalProperties: false },
