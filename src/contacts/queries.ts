@@ -145,7 +145,10 @@ export async function upsertContacts(tx: Transaction<Database>, teamId: string, 
   return { created, updated, unchanged };
 }
 
-function savedPayload(r: SavedRow): Record<string, unknown> {
+/** The email.contact.saved payload (interface.md 6.3) of a contact row. */
+export function savedPayload(
+  r: Pick<SavedRow, 'id' | 'email' | 'first_name' | 'last_name' | 'phone' | 'foreign_id' | 'country_code' | 'created_at' | 'updated_at'>,
+): Record<string, unknown> {
   return {
     contact_id: r.id,
     email: r.email,

@@ -12,6 +12,7 @@ import type { Database } from '../db/schema.ts';
 import { decide, type Candidate, type Decision } from '../campaigns/engine.ts';
 import type { SendDataValue } from '../campaigns/schemas.ts';
 import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { savedPayload } from '../contacts/queries.ts';
 import { emit } from './emit.ts';
 import { UUID_RE } from '../http/schemas.ts';
 
@@ -100,13 +101,6 @@ async function ensureContact(tx: Tx, teamId: string, email: string): Promise<Con
   throw new Error('contact insert kept racing with concurrent writers');
 }
 
-function savedPayload(c: ContactRow): Record<string, unknown> {
-  return {
-    contact_id: c.id, email: c.email, first_name: c.first_name, last_name: c.last_name, phone: c.phone,
-    foreign_id: c.foreign_id, country_code: c.country_code,
-    created_at: c.created_at.toISOString(), updated_at: c.updated_at.toISOString(),
-  };
-}
 
 /** Attribution ids must be the team's; the message does not say whether they exist elsewhere. */
 async function checkAttribution(tx: Tx, teamId: string, p: Record<string, unknown>): Promise<void> {
