@@ -10,6 +10,7 @@ import { openDatabase } from './db/open.ts';
 import { countTeams, createApiKey, createTeam } from './teams/queries.ts';
 import { createPasswordToken } from './dashboard/users.ts';
 import { startWorker } from './background.ts';
+import { closeUntrustedPool } from './untrusted/pool.ts';
 
 function configOrExit(): Config {
   try {
@@ -52,6 +53,7 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
     const t1 = Date.now();
     await worker?.stop(); // lets running jobs finish
     const t2 = Date.now();
+    await closeUntrustedPool();
     redis?.disconnect();
     await database.close(); // stops the embedded PostgreSQL when we started it
     log.info({ api_ms: t1 - t0, worker_ms: t2 - t1, database_ms: Date.now() - t2 }, 'stopped');

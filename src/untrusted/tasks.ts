@@ -1,0 +1,9 @@
+// The worker-thread side of the untrusted pool (pool.ts): each named export is
+// one task, run by name with `pool.run(name, input)`. Tasks are pure functions
+// of their structured-cloneable input; they keep only caches (e.g. compiled
+// templates) between calls.
+
+/** Proves the pool answers; used by /readyz-style checks and tests. */
+export function ping(input: unknown): unknown {
+  return input;
+}

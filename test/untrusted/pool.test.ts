@@ -1,0 +1,39 @@
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { UntrustedPool, UntrustedWorkError } from '../../src/untrusted/pool.ts';
+
+const pool = new UntrustedPool({
+  filename: new URL('./fixture-tasks.ts', import.meta.url).href,
+  maxThreads: 2,
+  maxOldGenerationSizeMb: 64,
+  budgetMs: 300,
+});
+after(() => pool.close());
+
+test('a task runs in a thread and returns its value', async () => {
+  assert.deepEqual(await pool.run('echo', { a: [1, 2] }), { a: [1, 2] });
+});
+
+test('a task over its time budget is ended with reason timeout, and the pool still works', async () => {
+  const started = Date.now();
+  await assert.rejects(pool.run('spin', 5_000), (e: unknown) => e instanceof UntrustedWorkError && e.reason === 'timeout');
+  assert.ok(Date.now() - started < 2_000, `ended after ${Date.now() - started} ms`);
+  assert.equal(await pool.run('echo', 7), 7);
+});
+
+test('a task that exhausts its heap is ended with reason memory, and the pool still works', async () => {
+  await assert.rejects(pool.run('grow', null, 20_000), (e: unknown) => e instanceof UntrustedWorkError && e.reason === 'memory');
+  assert.equal(await pool.run('echo', 'again'), 'again');
+});
+
+test("a task's own error passes through with its message", async () => {
+  await assert.rejects(pool.run('fail', 'bad template'), /bad template/);
+});
+
+test('the event loop stays free while a task burns CPU', async () => {
+  const busy = pool.run('spin', 250, 1_000);
+  const started = Date.now();
+  await new Promise((r) => setTimeout(r, 20));
+  assert.ok(Date.now() - started < 100, `timer fired after ${Date.now() - started} ms`);
+  await busy;
+});
