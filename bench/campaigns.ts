@@ -32,6 +32,7 @@ import { buildApp } from '../src/app.ts';
 import { startWorker, type WorkerHandle } from '../src/background.ts';
 import { loadConfig } from '../src/config.ts';
 import { createDb, createPool } from '../src/db/pool.ts';
+import { parseAllowList } from '../src/lib/net-guard.ts';
 import { ingestEvent } from '../src/events/ingest.ts';
 import { renderMessage, type RenderedMessage } from '../src/mail/message.ts';
 import { closeTransports } from '../src/mail/send.ts';
@@ -92,6 +93,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     APP_SECRET: database.appSecret,
     PUBLIC_URL: 'https://plover.bench.test',
     LOG_LEVEL: 'silent',
+    ALLOWED_PRIVATE_TARGETS: '127.0.0.1', // the SMTP sink
     ...(process.env.WORKER_CONCURRENCY ? { WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY } : {}),
   });
   // The worker's pool, sized as openDatabase's default (20): graphile-worker
@@ -277,7 +279,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const messages = await renderSent(db, config.publicUrl, config.appSecret!, 'c');
   if (messages.length !== n) throw new Error(`baseline: rendered ${messages.length} messages, expected ${n}`);
   const transport = nodemailer.createTransport({
-    ...transportOptions({ host: '127.0.0.1', port: smtpPort, security: 'none', username: null }, null),
+    ...transportOptions({ host: '127.0.0.1', port: smtpPort, security: 'none', username: null }, null, parseAllowList(config.allowedPrivateTargets)),
     pool: true,
     maxConnections: SMTP_POOL,
   });

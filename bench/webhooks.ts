@@ -39,7 +39,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     ...process.env,
     DATABASE_URL: database.url,
     APP_SECRET: database.appSecret,
-    WEBHOOK_ALLOWED_TARGETS: '127.0.0.1',
+    ALLOWED_PRIVATE_TARGETS: '127.0.0.1',
     LOG_LEVEL: 'silent',
   });
   const { db, pool } = database;

@@ -192,7 +192,7 @@ async function main(): Promise<number> {
   const origin = `http://127.0.0.1:${apiPort}`;
   const env = {
     DATABASE_URL: url, APP_SECRET: appSecret, LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(apiPort),
-    PUBLIC_URL: origin, RATE_LIMIT_PER_MINUTE: '1000000', WEBHOOK_ALLOWED_TARGETS: '127.0.0.1',
+    PUBLIC_URL: origin, RATE_LIMIT_PER_MINUTE: '1000000', ALLOWED_PRIVATE_TARGETS: '127.0.0.1',
   };
   const api = startProcess('src/server.ts', { ...env, RUN_WORKER: 'false' });
   const worker = startProcess('src/worker.ts', env);

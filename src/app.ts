@@ -25,6 +25,7 @@ import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
 import { webhooksRoutes } from './webhooks/routes.ts';
+import type { Resolver } from './lib/net-guard.ts';
 
 export type AppDeps = {
   config: Config;
@@ -35,6 +36,8 @@ export type AppDeps = {
   logger?: FastifyBaseLogger;
   /** How long a key lookup is trusted: bounds revocation delay across processes. */
   keyCacheTtlMs?: number;
+  /** Resolves webhook and SMTP host names when they are saved; default: the system resolver. */
+  resolveHost?: Resolver;
 };
 
 declare module 'fastify' {

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, loadConfig } from './config.ts';
 import { AppError } from './http/errors.ts';
+import { parseAllowList } from './lib/net-guard.ts';
 import { createMailAccount } from './mail/accounts.ts';
 import type { MailSecurity } from './mail/transport.ts';
 import { migrate } from './db/migrate.ts';
@@ -260,7 +261,9 @@ export function buildCli(): Command {
         const account = await withDatabase(async (database) => {
           await requireTeam(database, teamId);
           try {
-            return await createMailAccount(database.db, database.appSecret, teamId, input);
+            // The API's host rules, with the operator's ALLOWED_PRIVATE_TARGETS.
+            const allow = parseAllowList(loadConfig().allowedPrivateTargets);
+            return await createMailAccount(database.db, database.appSecret, teamId, input, { allow });
           } catch (err) {
             if (!(err instanceof AppError)) throw err;
             throw new CliError(`${err.message}: ${(err.details ?? []).map((d) => `${cliField(d.field)} ${d.message}`).join('; ')}`);

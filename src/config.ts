@@ -1,7 +1,7 @@
 // Environment parsing and validation, done once at start-up. A bad value stops
 // the start with a message naming the variable.
 import { isAbsolute, resolve } from 'node:path';
-import { parseAllowList } from './webhooks/guard.ts';
+import { LOOPBACK_TARGETS, parseAddress, parseAllowList } from './lib/net-guard.ts';
 
 export type Config = {
   port: number;
@@ -23,8 +23,10 @@ export type Config = {
   webhookTimeoutMs: number;
   /** Seconds before attempts 2..7 (interface.md 6.5). */
   webhookRetryDelays: number[];
-  /** Host names, IPs and CIDRs that may be webhook targets although not public (and may use http). */
-  webhookAllowedTargets: string[];
+  /** Host names, IPs and CIDRs that webhooks and SMTP hosts may use although not public (webhooks also over http). */
+  allowedPrivateTargets: string[];
+  /** Where allowedPrivateTargets came from, for the start banner. */
+  allowedPrivateTargetsSource: string;
   /** A worker process silent this long is dead: its jobs are unlocked. */
   workerDeadAfterS: number;
   /** Deliveries in flight per worker process. */
@@ -89,6 +91,37 @@ function seconds(env: NodeJS.ProcessEnv, name: string, fallback: number[]): numb
   return parts.map(Number);
 }
 
+function isLoopbackUrl(publicUrl: string): boolean {
+  const host = new URL(publicUrl).hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '').toLowerCase();
+  if (host === 'localhost' || host.endsWith('.localhost')) return true;
+  return parseAddress(host)?.range() === 'loopback';
+}
+
+/**
+ * ALLOWED_PRIVATE_TARGETS, and its old name WEBHOOK_ALLOWED_TARGETS: when both
+ * are set the lists are joined (an upgrade that adds the new name keeps what
+ * the old one allowed). Unset, a loopback PUBLIC_URL (a local trial) allows
+ * loopback and anything else allows nothing; `none` says nothing explicitly.
+ */
+function privateTargets(env: NodeJS.ProcessEnv, publicUrl: string): { allowedPrivateTargets: string[]; allowedPrivateTargetsSource: string } {
+  const named = (['ALLOWED_PRIVATE_TARGETS', 'WEBHOOK_ALLOWED_TARGETS'] as const).filter((n) => str(env, n) !== undefined);
+  const entries: string[] = [];
+  for (const name of named) {
+    const list = str(env, name)!.split(',').map((x) => x.trim()).filter(Boolean);
+    if (list.length === 1 && list[0]!.toLowerCase() === 'none') continue;
+    try {
+      parseAllowList(list);
+    } catch (e) {
+      throw new ConfigError(`${name}: ${(e as Error).message}`);
+    }
+    for (const entry of list) if (!entries.includes(entry)) entries.push(entry);
+  }
+  if (named.length > 0) return { allowedPrivateTargets: entries, allowedPrivateTargetsSource: `set by ${named.join(' and ')}` };
+  return isLoopbackUrl(publicUrl)
+    ? { allowedPrivateTargets: [...LOOPBACK_TARGETS], allowedPrivateTargetsSource: 'default for a loopback PUBLIC_URL' }
+    : { allowedPrivateTargets: [], allowedPrivateTargetsSource: 'default' };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = int(env, 'PORT', 3000, 0, 65535);
   const host = str(env, 'HOST') ?? '0.0.0.0';
@@ -120,19 +153,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const workerDeadAfterS = int(env, 'WORKER_DEAD_AFTER_S', 30, 3, 3600);
   const webhookTimeoutMs = int(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000);
   const webhookRetryDelays = retryDelays(env, 'WEBHOOK_RETRY_DELAYS', [30, 120, 600, 1800, 7200, 21600]);
-  const webhookAllowedTargets = (str(env, 'WEBHOOK_ALLOWED_TARGETS') ?? '').split(',').map((x) => x.trim()).filter(Boolean);
-  try {
-    parseAllowList(webhookAllowedTargets);
-  } catch (e) {
-    throw new ConfigError(`WEBHOOK_ALLOWED_TARGETS: ${(e as Error).message}`);
-  }
+  const { allowedPrivateTargets, allowedPrivateTargetsSource } = privateTargets(env, publicUrl);
   const webhookConcurrency = int(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   return {
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
-    workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, webhookAllowedTargets, webhookConcurrency,
+    workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
+    webhookConcurrency,
     sendRetryDelays, sendLeaseSeconds,
   };
 }

@@ -6,6 +6,7 @@ import pino from 'pino';
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { migrate } from './db/migrate.ts';
+import { describeAllowList } from './lib/net-guard.ts';
 import { openDatabase } from './db/open.ts';
 import { countTeams, createApiKey, createTeam } from './teams/queries.ts';
 import { createPasswordToken } from './dashboard/users.ts';
@@ -27,6 +28,8 @@ function configOrExit(): Config {
 export async function main(opts: { api: boolean; worker: boolean | undefined }): Promise<void> {
   const config = configOrExit();
   const log = pino({ level: config.logLevel });
+  // Which private addresses webhooks and SMTP hosts may reach: an operator must see it at start.
+  log.info({ allowed_private_targets: config.allowedPrivateTargets }, describeAllowList(config.allowedPrivateTargets, config.allowedPrivateTargetsSource));
   const database = await openDatabase(config, (msg) => log.info(msg));
   const applied = await migrate(database.pool);
   if (applied.length) log.info({ applied }, 'migrations applied');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.ts';
 
 const secret = 'x'.repeat(64);
@@ -29,6 +29,8 @@ for (const [env, variable] of [
   [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
   [{ SERVICE_NAME: 'has space' }, 'SERVICE_NAME'],
   [{ RUN_WORKER: 'maybe' }, 'RUN_WORKER'],
+  [{ ALLOWED_PRIVATE_TARGETS: '10.0.0.0/33' }, 'ALLOWED_PRIVATE_TARGETS'],
+  [{ WEBHOOK_ALLOWED_TARGETS: 'http://x' }, 'WEBHOOK_ALLOWED_TARGETS'],
 ] as const) {
   test(`a bad ${variable} stops the start with a message naming it (${JSON.stringify(env)})`, () => {
     assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && err.message.includes(variable));
@@ -37,4 +39,37 @@ for (const [env, variable] of [
 
 test('PUBLIC_URL loses its trailing slash', () => {
   assert.equal(loadConfig({ PUBLIC_URL: 'https://mail.example.com/' }).publicUrl, 'https://mail.example.com');
+});
+
+describe('ALLOWED_PRIVATE_TARGETS', () => {
+  const loopback = ['127.0.0.0/8', '::1', 'localhost'];
+
+  test('unset: loopback for a loopback PUBLIC_URL (a local trial), nothing otherwise', () => {
+    for (const url of [undefined, 'http://localhost:3000', 'http://127.0.0.1:8080', 'http://[::1]:3000', 'http://app.localhost', 'http://127.1.2.3']) {
+      assert.deepEqual(loadConfig(url ? { PUBLIC_URL: url } : {}).allowedPrivateTargets, loopback, String(url));
+    }
+    for (const url of ['https://mail.example.com', 'http://10.0.0.5:3000', 'http://192.168.1.20', 'https://localhost.example.com']) {
+      assert.deepEqual(loadConfig({ PUBLIC_URL: url }).allowedPrivateTargets, [], url);
+    }
+  });
+
+  test('not tied to the embedded database: a public PUBLIC_URL allows nothing with or without DATABASE_URL', () => {
+    assert.deepEqual(loadConfig({ PUBLIC_URL: 'https://mail.example.com' }).allowedPrivateTargets, []);
+    assert.deepEqual(loadConfig({ PUBLIC_URL: 'https://mail.example.com', DATABASE_URL: 'postgres://x/y', APP_SECRET: secret }).allowedPrivateTargets, []);
+  });
+
+  test('set, it replaces the default; `none` allows nothing even on a local trial', () => {
+    assert.deepEqual(loadConfig({ ALLOWED_PRIVATE_TARGETS: '10.0.0.0/8, smtp.internal' }).allowedPrivateTargets, ['10.0.0.0/8', 'smtp.internal']);
+    assert.deepEqual(loadConfig({ ALLOWED_PRIVATE_TARGETS: 'none' }).allowedPrivateTargets, []);
+    assert.match(loadConfig({ ALLOWED_PRIVATE_TARGETS: 'none' }).allowedPrivateTargetsSource, /ALLOWED_PRIVATE_TARGETS/);
+  });
+
+  test('WEBHOOK_ALLOWED_TARGETS is an alias; both set are joined', () => {
+    assert.deepEqual(loadConfig({ WEBHOOK_ALLOWED_TARGETS: '127.0.0.1', PUBLIC_URL: 'https://x.example' }).allowedPrivateTargets, ['127.0.0.1']);
+    assert.deepEqual(
+      loadConfig({ ALLOWED_PRIVATE_TARGETS: '10.0.0.0/8,127.0.0.1', WEBHOOK_ALLOWED_TARGETS: '127.0.0.1,hooks.internal' }).allowedPrivateTargets,
+      ['10.0.0.0/8', '127.0.0.1', 'hooks.internal'],
+    );
+    assert.match(loadConfig({ WEBHOOK_ALLOWED_TARGETS: '127.0.0.1' }).allowedPrivateTargetsSource, /WEBHOOK_ALLOWED_TARGETS/);
+  });
 });

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { buildApp, type AppDeps } from '../src/app.ts';
 import { loadConfig, type Config } from '../src/config.ts';
 import { migrate } from '../src/db/migrate.ts';
+import { LOOPBACK_TARGETS } from '../src/lib/net-guard.ts';
 import { createDb, createPool, type Db } from '../src/db/pool.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 
@@ -54,9 +55,25 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   };
 }
 
+/**
+ * Tests send to SMTP sinks and receivers on 127.0.0.1, so loopback is allowed
+ * here explicitly, whatever PUBLIC_URL the environment sets; SSRF tests pass
+ * `allowedPrivateTargets: []` to see the production rules.
+ */
 export function testConfig(overrides: Partial<Config> = {}): Config {
-  return { ...loadConfig({ ...process.env, PORT: '0', LOG_LEVEL: 'silent', DATABASE_URL: baseUrl() }), ...overrides };
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', LOG_LEVEL: 'silent', DATABASE_URL: baseUrl(), ALLOWED_PRIVATE_TARGETS: LOOPBACK_TARGETS.join(',') };
+  delete env.WEBHOOK_ALLOWED_TARGETS;
+  return { ...loadConfig(env), ...overrides };
 }
+
+/**
+ * Tests never ask a DNS server: a host name saved through the API does not
+ * resolve unless a test passes its own `resolveHost`. (Connections made by
+ * the engine resolve through the system, i.e. /etc/hosts for `localhost`.)
+ */
+export const noDns = async (host: string): Promise<string[]> => {
+  throw Object.assign(new Error(`${host}: no DNS in tests`), { code: 'ENOTFOUND' });
+};
 
 export type TestApp = { app: FastifyInstance; database: TestDatabase; close(): Promise<void> };
 
@@ -65,7 +82,7 @@ export async function buildTestApp(
   opts: { config?: Partial<Config>; database?: TestDatabase; deps?: Partial<AppDeps>; beforeReady?: (app: FastifyInstance) => void } = {},
 ): Promise<TestApp> {
   const database = opts.database ?? (await createTestDatabase());
-  const app = await buildApp({ config: testConfig(opts.config), pool: database.pool, db: database.db, ...opts.deps });
+  const app = await buildApp({ config: testConfig(opts.config), pool: database.pool, db: database.db, resolveHost: noDns, ...opts.deps });
   opts.beforeReady?.(app);
   await app.ready();
   return {

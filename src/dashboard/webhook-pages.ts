@@ -8,7 +8,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../http/errors.ts';
 import { WEBHOOK_EVENTS } from '../webhooks/catalog.ts';
 import { resendDelivery } from '../webhooks/deliveries.ts';
-import { checkTargetUrl, parseAllowList } from '../webhooks/guard.ts';
+import { parseAllowList } from '../lib/net-guard.ts';
+import { checkTargetUrl } from '../webhooks/guard.ts';
 import {
   createWebhook,
   deleteWebhook,
@@ -49,7 +50,7 @@ const lockedError = (row: WebhookRow) =>
 
 export async function webhookPages(app: FastifyInstance): Promise<void> {
   const { db, config } = app.deps;
-  const allow = parseAllowList(config.webhookAllowedTargets);
+  const allow = parseAllowList(config.allowedPrivateTargets);
   const box = () => webhookSecretBox(config.appSecret);
 
   async function findOwn(request: FastifyRequest<IdParams>): Promise<WebhookRow> {
@@ -68,7 +69,7 @@ export async function webhookPages(app: FastifyInstance): Promise<void> {
       is_enabled: field(body, 'is_enabled', 10) === 'on',
     };
     const errors: string[] = [];
-    const problem = form.url ? await checkTargetUrl(form.url, allow) : 'is required';
+    const problem = form.url ? await checkTargetUrl(form.url, allow, app.deps.resolveHost) : 'is required';
     if (problem) errors.push(`URL ${problem}.`);
     if (form.events.length === 0) errors.push('Choose at least one event.');
     if (form.events.some((e) => !(WEBHOOK_EVENTS as readonly string[]).includes(e))) errors.push('Choose events from the list.');

@@ -3,6 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { notFound } from '../http/errors.ts';
+import { parseAllowList } from '../lib/net-guard.ts';
 import { PageMeta, pageMeta, pageQuery, rejectInvalidId, UUID_PATTERN, withErrors } from '../http/schemas.ts';
 import { createMailAccount, findMailAccount, listMailAccounts, MailAccount, MailAccountBody, toMailAccount } from './accounts.ts';
 
@@ -22,6 +23,7 @@ function appSecret(secret: string | undefined): string {
 }
 
 export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const guard = { allow: parseAllowList(app.deps.config.allowedPrivateTargets), resolve: app.deps.resolveHost };
   app.post(
     '',
     {
@@ -30,13 +32,16 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Create a mail account',
         description:
           'Saves SMTP credentials for the team; the password is encrypted at rest and never returned. With `verify: true` the ' +
-          'SMTP login is checked first (up to ~10 s per connection phase); a failed login is 422 with a `verify` detail and nothing is saved.',
+          'SMTP login is checked first (up to ~10 s per connection phase); a failed login is 422 with a `verify` detail and nothing is saved. ' +
+          'The host must be public (or listed in the operator\'s ALLOWED_PRIVATE_TARGETS) and a public host must use port 25, 465, 587 ' +
+          'or 2525; a refused host is 422 naming `host` (or `port`). A failed verify says only what failed (could not connect, timed out, ' +
+          'TLS handshake failed, login refused, ...), never what the server answered.',
         body: MailAccountBody,
         response: withErrors({ 201: MailAccountResponse }),
       },
     },
     async (request, reply) => {
-      const row = await createMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.body);
+      const row = await createMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.body, guard);
       return reply.code(201).send({ ok: true as const, mail_account: toMailAccount(row) });
     },
   );

@@ -9,6 +9,7 @@ import type { Db } from '../db/pool.ts';
 import { detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
 import { DateTime } from '../http/schemas.ts';
 import { SecretBox } from '../lib/secrets.ts';
+import { checkHost, smtpPortRefusal, systemResolver, type AllowList, type Resolver } from '../lib/net-guard.ts';
 import { verifySmtpLogin, type MailSecurity } from './transport.ts';
 
 export const MailAccountBody = Type.Object(
@@ -114,22 +115,43 @@ function passwordBox(appSecret: string): SecretBox {
   return box;
 }
 
+/** The operator's private-target allow-list and the resolver used to check a host before it is saved. */
+export type HostGuard = { allow: AllowList; resolve?: Resolver };
+
 /**
- * Validates, optionally checks the SMTP login (before anything is written), and
- * saves the account with its password sealed. Throws 422 on invalid input or a
- * failed login.
+ * The address rules of webhooks (src/lib/net-guard.ts) for an SMTP host: an IP
+ * literal or a name resolving to a non-public address is refused unless
+ * ALLOWED_PRIVATE_TARGETS lists it, and a public host may only use the SMTP
+ * ports. A name that does not resolve yet is accepted (docs/decisions.md):
+ * every connection is checked again, so it can never reach a private address.
  */
-export async function createMailAccount(db: Db, appSecret: string, teamId: string, input: unknown): Promise<MailAccountRow> {
+async function hostProblems(account: { host: string; port: number }, guard: HostGuard): Promise<ErrorDetail[]> {
+  const check = await checkHost(account.host, guard.allow, guard.resolve ?? systemResolver);
+  if (!check.ok) return [{ field: 'host', message: check.problem }];
+  const port = smtpPortRefusal(guard.allow, account.host, account.port, check.addresses);
+  return port ? [{ field: 'port', message: port }] : [];
+}
+
+/**
+ * Validates, checks the host against the address rules, optionally checks the
+ * SMTP login (before anything is written), and saves the account with its
+ * password sealed. Throws 422 on invalid input, a refused host or a failed login.
+ */
+export async function createMailAccount(db: Db, appSecret: string, teamId: string, input: unknown, guard: HostGuard): Promise<MailAccountRow> {
   const body = validateMailAccountInput(input);
   const host = body.host.toLowerCase().replace(/\.$/, '');
   const account = { host, port: body.port, security: body.security, username: body.username ?? null };
   const password = body.password ?? null;
+  const problems = await hostProblems(account, guard);
+  if (problems.length) throw validationFailed(problems, 'the SMTP host is not allowed');
   if (body.verify) {
     try {
-      await verifySmtpLogin(account, password);
+      await verifySmtpLogin(account, password, guard.allow);
     } catch (err) {
+      // A fixed message of ours: the server's banner or error text is never passed on,
+      // so verify cannot be used to read what answers on a host and port.
       throw validationFailed(
-        [{ field: 'verify', message: `SMTP login failed: ${(err as Error).message}` }],
+        [{ field: 'verify', message: `SMTP login check failed: ${(err as Error).message}` }],
         'the SMTP server did not accept the connection or the login',
       );
     }

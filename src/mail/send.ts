@@ -20,6 +20,7 @@ import { sql } from 'kysely';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
+import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { renderMessage } from './message.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
@@ -54,17 +55,18 @@ type Account = {
 // Pooled transports per account, rebuilt when the account changes (updated_at),
 // so a new password or host takes effect without a restart. The promise is
 // cached, so the concurrent sends of a batch share one pool, not one each.
-const transports = new Map<string, { version: number; transport: Promise<Transporter> }>();
+// Every connection of a pool goes through the address guard of `allow`.
+const transports = new Map<string, { version: number; allow: AllowList; transport: Promise<Transporter> }>();
 
-function transportFor(db: Db, appSecret: string, teamId: string, account: Account): Promise<Transporter> {
+function transportFor(db: Db, appSecret: string, teamId: string, account: Account, allow: AllowList): Promise<Transporter> {
   const version = account.updated_at.getTime();
   const cached = transports.get(account.id);
-  if (cached && cached.version === version) return cached.transport;
+  if (cached && cached.version === version && cached.allow === allow) return cached.transport;
   cached?.transport.then((t) => t.close(), () => {});
   const transport = getMailAccountPassword(db, appSecret, teamId, account.id).then((password) =>
-    nodemailer.createTransport({ ...transportOptions(account, password), pool: true, maxConnections: SMTP_CONNECTIONS }),
+    nodemailer.createTransport({ ...transportOptions(account, password, allow), pool: true, maxConnections: SMTP_CONNECTIONS }),
   );
-  transports.set(account.id, { version, transport });
+  transports.set(account.id, { version, allow, transport });
   transport.catch(() => transports.get(account.id)?.transport === transport && transports.delete(account.id));
   return transport;
 }
@@ -100,6 +102,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
   const appSecret = config.appSecret;
   if (!appSecret) throw new Error('APP_SECRET is required to send e-mail');
   const links = new TrackingLinks(config.publicUrl, appSecret);
+  const allow = parseAllowList(config.allowedPrivateTargets);
 
   /**
    * One row: rendered, then claimed (`queued`/`deferred` → `sending`, its own
@@ -131,7 +134,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
       if (claimed.length === 0) return 'unclaimed';
       let outcome: Outcome;
       try {
-        const transport = await transportFor(db, appSecret!, row.team_id, account);
+        const transport = await transportFor(db, appSecret!, row.team_id, account, allow);
         const info = await transport.sendMail(message);
         outcome = { kind: 'sent', response: String(info.response ?? '') };
       } catch (err) {

@@ -3,7 +3,8 @@
 // failed attempt); the connection's DNS lookup refuses non-public addresses.
 import { isIP } from 'node:net';
 import { Agent, request } from 'undici';
-import { bareHost, guardedLookup, refusalFor, type AllowList } from './guard.ts';
+import { guardedLookup, refusalFor, type AllowList } from '../lib/net-guard.ts';
+import { bareHost } from './guard.ts';
 import { MAX_RETRY_AFTER_S, RESPONSE_BODY_LIMIT } from './deliveries.ts';
 import { signedHeaders, type SigningKeys } from './signing.ts';
 

@@ -16,7 +16,7 @@ import type { Db } from '../db/pool.ts';
 import type { SecretBox } from '../lib/secrets.ts';
 import { attemptDelivery, deliveryAgent, nextAttemptAt } from './deliver.ts';
 import { claimDueDeliveries, DELIVERY_CHANNEL, recordAttempts, secondsUntilNextDue, type AttemptResult, type ClaimedDelivery } from './deliveries.ts';
-import { parseAllowList, type AllowList } from './guard.ts';
+import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { signingKeys, type SigningKeys } from './signing.ts';
 import { webhookSecretBox } from './queries.ts';
 
@@ -53,7 +53,7 @@ export class WebhookDispatcher {
     this.pool = deps.pool;
     this.config = deps.config;
     this.log = deps.log;
-    this.allow = parseAllowList(deps.config.webhookAllowedTargets);
+    this.allow = parseAllowList(deps.config.allowedPrivateTargets);
     this.box = webhookSecretBox(deps.config.appSecret);
     this.agent = deliveryAgent(this.allow, deps.config.webhookTimeoutMs);
     // An attempt cannot outlive its timeout; the rest covers recording it. A

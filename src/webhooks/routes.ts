@@ -15,7 +15,8 @@ import {
   resendDelivery,
   toDeliveryView,
 } from './deliveries.ts';
-import { checkTargetUrl, parseAllowList } from './guard.ts';
+import { parseAllowList } from '../lib/net-guard.ts';
+import { checkTargetUrl } from './guard.ts';
 import { signingKeys } from './signing.ts';
 import {
   createWebhook,
@@ -48,7 +49,7 @@ const TAGS = ['webhooks'];
 
 export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { config, db } = app.deps;
-  const allow = parseAllowList(config.webhookAllowedTargets);
+  const allow = parseAllowList(config.allowedPrivateTargets);
   const box = () => webhookSecretBox(config.appSecret);
   // Simulate sends from the API process; its agent has the same connect-time guard.
   let agent: Agent | undefined;
@@ -56,7 +57,7 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   async function assertTarget(url: string | undefined): Promise<void> {
     if (url === undefined) return;
-    const problem = await checkTargetUrl(url, allow);
+    const problem = await checkTargetUrl(url, allow, app.deps.resolveHost);
     if (problem) throw validationFailed([{ field: 'url', message: problem }], 'invalid webhook URL');
   }
 

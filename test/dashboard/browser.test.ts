@@ -28,7 +28,7 @@ let base: string;
 before(async () => {
   if (skip) return;
   // Webhook targets on 127.0.0.1 are allowed only because the operator setting says so.
-  const config = { signInRateLimitPerMinute: 1000, webhookAllowedTargets: ['127.0.0.1'] };
+  const config = { signInRateLimitPerMinute: 1000, allowedPrivateTargets: ['127.0.0.1'] };
   t = await buildTestApp({ config });
   // A real worker: event processing and webhook delivery, as `npm start` runs it.
   worker = await startWorker(t.database.pool, { db: t.database.db, config: testConfig(config) }, pino({ level: 'silent' }));

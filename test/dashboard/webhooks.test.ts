@@ -14,7 +14,7 @@ before(async () => {
     res.writeHead(200, { 'content-type': 'text/plain' });
     res.end('thanks <b>bold</b>');
   });
-  t = await buildTestApp({ config: { signInRateLimitPerMinute: 1000, webhookAllowedTargets: ['127.0.0.1'] } });
+  t = await buildTestApp({ config: { signInRateLimitPerMinute: 1000, allowedPrivateTargets: ['127.0.0.1'] } });
 });
 after(async () => {
   await t?.close();

@@ -17,7 +17,7 @@ describe('engine batches', () => {
   let sink: CaptureSink;
   before(async () => {
     // A webhook to 127.0.0.1 (never dispatched here): its deliveries show the fan-out.
-    t = await buildTestApp({ config: { webhookAllowedTargets: ['127.0.0.1'] } });
+    t = await buildTestApp({ config: { allowedPrivateTargets: ['127.0.0.1'] } });
     sink = await startCaptureSink();
   });
   after(async () => {

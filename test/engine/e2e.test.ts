@@ -16,7 +16,7 @@ import { startReceiver, type Receiver } from '../webhooks/receiver.ts';
 import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
 import { decodeHeader, parseMessage, startCaptureSink, type CaptureSink } from './sink.ts';
 
-const config = testConfig({ webhookAllowedTargets: ['127.0.0.1'] });
+const config = testConfig({ allowedPrivateTargets: ['127.0.0.1'] });
 const BOT_UA = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
 const HREF = /href="([^"]+)"/g;
 const unescapeAttr = (s: string) => s.replace(/&amp;/g, '&').replace(/&quot;/g, '"');

@@ -35,7 +35,7 @@ describe('two API processes and two worker processes', { skip: !process.env.REDI
     const env = {
       DATABASE_URL: database.url,
       RATE_LIMIT_PER_MINUTE: String(LIMIT),
-      WEBHOOK_ALLOWED_TARGETS: '127.0.0.1',
+      ALLOWED_PRIVATE_TARGETS: '127.0.0.1',
       WEBHOOK_RETRY_DELAYS: '0.2,0.2,0.2,0.2,0.2,0.2',
       WEBHOOK_CONCURRENCY: '20',
       WORKER_DEAD_AFTER_S: '3',

@@ -37,7 +37,7 @@ describe('worker faults', () => {
   let t: TestApp;
   const cleanup: (() => Promise<unknown> | unknown)[] = [];
   before(async () => {
-    t = await buildTestApp({ config: { webhookAllowedTargets: ['127.0.0.1'], rateLimitPerMinute: 100_000 } });
+    t = await buildTestApp({ config: { allowedPrivateTargets: ['127.0.0.1'], rateLimitPerMinute: 100_000 } });
   });
   // Each test's worker, servers and processes go when it ends: a worker left
   // running would take the next test's jobs with its own configuration.
@@ -143,7 +143,7 @@ describe('worker faults', () => {
 
   test('webhook receiver down (503, then port closed) and back: all arrive, on schedule', { timeout: 60_000 }, async () => {
     const delays = [1, 1, 2, 2, 2, 2];
-    const config = testConfig({ webhookAllowedTargets: ['127.0.0.1'], webhookRetryDelays: delays, webhookTimeoutMs: 1_000, workerDeadAfterS: 3 });
+    const config = testConfig({ allowedPrivateTargets: ['127.0.0.1'], webhookRetryDelays: delays, webhookTimeoutMs: 1_000, workerDeadAfterS: 3 });
     let r: Receiver = await startReceiver((_q, res) => (res.writeHead(503), res.end('down')));
     const port = r.port;
     cleanup.push(() => r.close());

@@ -124,7 +124,7 @@ export async function createWorld(opts: { rateLimitPerMinute?: number } = {}): P
   const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
   const smtp = await startSmtpSink('fuzz', 'fuzz-pass');
   const t = await buildTestApp({
-    config: { rateLimitPerMinute: opts.rateLimitPerMinute ?? 10_000_000, webhookAllowedTargets: ['127.0.0.1'], webhookTimeoutMs: 2_000 },
+    config: { rateLimitPerMinute: opts.rateLimitPerMinute ?? 10_000_000, allowedPrivateTargets: ['127.0.0.1'], webhookTimeoutMs: 2_000 },
   });
   const a = await seedTeam(t.app, t.database, 'alpha', receiverUrl, smtp);
   const b = await seedTeam(t.app, t.database, 'beta', receiverUrl, smtp);

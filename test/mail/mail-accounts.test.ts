@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { getMailAccountPassword } from '../../src/mail/accounts.ts';
+import { parseAllowList } from '../../src/lib/net-guard.ts';
 import { transportOptions } from '../../src/mail/transport.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 import { startSmtpSink, type SmtpSink } from './smtp-sink.ts';
@@ -58,10 +59,10 @@ describe('mail accounts: create, list, get', () => {
 
   test('an account without credentials, an IP host and a daily limit', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
-    const res = await create(key, { host: '10.0.0.25', port: 25, security: 'none', from_email: 'Relay@Example.COM', daily_limit: 1_000_000 });
+    const res = await create(key, { host: '93.184.215.14', port: 25, security: 'none', from_email: 'Relay@Example.COM', daily_limit: 1_000_000 });
     assert.equal(res.statusCode, 201, res.body);
     const acc = res.json().mail_account;
-    assert.equal(acc.host, '10.0.0.25');
+    assert.equal(acc.host, '93.184.215.14');
     assert.equal(acc.username, null);
     assert.equal(acc.from_name, null);
     assert.equal(acc.from_email, 'relay@example.com', 'e-mail addresses are lower-cased');
@@ -121,14 +122,14 @@ describe('mail accounts: create, list, get', () => {
 
   test('transportOptions maps security to nodemailer options', () => {
     const base = { host: 'h', port: 1, username: 'u' };
-    const tls = transportOptions({ ...base, security: 'tls' }, 'p');
+    const tls = transportOptions({ ...base, security: 'tls' }, 'p', parseAllowList([]));
     assert.equal(tls.secure, true);
     assert.equal(tls.requireTLS, false);
     assert.equal(tls.ignoreTLS, false);
     assert.deepEqual(tls.auth, { user: 'u', pass: 'p' });
-    const starttls = transportOptions({ ...base, security: 'starttls' }, 'p');
+    const starttls = transportOptions({ ...base, security: 'starttls' }, 'p', parseAllowList([]));
     assert.deepEqual([starttls.secure, starttls.requireTLS, starttls.ignoreTLS], [false, true, false]);
-    const none = transportOptions({ ...base, security: 'none', username: null }, null);
+    const none = transportOptions({ ...base, security: 'none', username: null }, null, parseAllowList([]));
     assert.deepEqual([none.secure, none.requireTLS, none.ignoreTLS], [false, false, true]);
     assert.equal(none.auth, undefined);
     assert.equal(none.connectionTimeout, 10_000);

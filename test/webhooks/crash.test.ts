@@ -17,7 +17,7 @@ describe('worker crashes during delivery', () => {
   let r: Receiver;
   let worker: ChildProcess | undefined;
   before(async () => {
-    t = await buildTestApp({ config: { webhookAllowedTargets: ['127.0.0.1'] } });
+    t = await buildTestApp({ config: { allowedPrivateTargets: ['127.0.0.1'] } });
     r = await startReceiver((_q, res) => {
       setTimeout(() => {
         res.writeHead(200);
@@ -37,7 +37,7 @@ describe('worker crashes during delivery', () => {
       env: {
         ...process.env,
         DATABASE_URL: t.database.url,
-        WEBHOOK_ALLOWED_TARGETS: '127.0.0.1',
+        ALLOWED_PRIVATE_TARGETS: '127.0.0.1',
         WEBHOOK_TIMEOUT_MS: '1000',
         WEBHOOK_CONCURRENCY: '20',
         WEBHOOK_RETRY_DELAYS: '0.2,0.2,0.2,0.2,0.2,0.2',

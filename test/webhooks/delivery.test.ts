@@ -12,7 +12,7 @@ import { startReceiver, type Receiver, type Received } from './receiver.ts';
 
 // Compressed, increasing schedule; 10% of the shortest is 80 ms.
 const DELAYS = [0.8, 1.2, 1.6, 2.0, 2.4, 2.8];
-const config = testConfig({ webhookAllowedTargets: ['127.0.0.1'], webhookRetryDelays: DELAYS, webhookTimeoutMs: 1_000 });
+const config = testConfig({ allowedPrivateTargets: ['127.0.0.1'], webhookRetryDelays: DELAYS, webhookTimeoutMs: 1_000 });
 
 /** An independent check of X-FY-Signature: recompute over the raw bytes received. */
 function verifyFy(r: Received, secret: string): boolean {
@@ -361,7 +361,7 @@ describe('webhook delivery', () => {
     const r = await receiver();
     const { key, teamId } = await makeTeam(t.database.db);
     // As if the name had resolved to a public address when saved and to 127.0.0.1 now.
-    const strict = { ...config, webhookAllowedTargets: [] };
+    const strict = { ...config, allowedPrivateTargets: [] };
     const guarded = new WebhookDispatcher({ db: t.database.db, pool: t.database.pool, config: strict, log: pino({ level: 'silent' }) });
     await dispatcher.stop();
     await guarded.start();
