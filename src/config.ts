@@ -29,6 +29,10 @@ export type Config = {
   workerDeadAfterS: number;
   /** Deliveries in flight per worker process. */
   webhookConcurrency: number;
+  /** A disabled webhook's parked deliveries older than this many days are marked failed. */
+  webhookPausedBacklogDays: number;
+  /** A disabled webhook keeps at most this many pending deliveries (the newest); older ones are marked failed. */
+  webhookPausedBacklogMax: number;
   /** Seconds before each retry of a deferred (4xx) send; its length is the number of retries. */
   sendRetryDelays: number[];
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
@@ -127,6 +131,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`WEBHOOK_ALLOWED_TARGETS: ${(e as Error).message}`);
   }
   const webhookConcurrency = int(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000);
+  const webhookPausedBacklogDays = int(env, 'WEBHOOK_PAUSED_BACKLOG_DAYS', 7, 1, 365);
+  const webhookPausedBacklogMax = int(env, 'WEBHOOK_PAUSED_BACKLOG_MAX', 100_000, 1, 10_000_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   return {
@@ -134,5 +140,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, webhookAllowedTargets, webhookConcurrency,
     sendRetryDelays, sendLeaseSeconds,
+    webhookPausedBacklogDays,
+    webhookPausedBacklogMax,
   };
 }
