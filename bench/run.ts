@@ -23,6 +23,8 @@ const NAME = /^[a-z0-9][a-z0-9-]*$/;
 const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   contacts: { bench: 'bulk-upsert', usage: '--contacts <n>         bulk-upsert: contacts written per pass (default 200000)' },
   events: { bench: 'webhooks', usage: '--events <n>           webhooks: events per throughput pass (default 20000; x10 deliveries in the 10-webhook pass)' },
+  parked: { bench: 'webhooks', usage: '--parked <n>           webhooks: a paused backlog of n parked deliveries (another team\'s disabled webhook) present throughout' },
+  backlog: { bench: 'webhooks-backlog', usage: '--backlog <n>          webhooks-backlog: parked deliveries per disabled webhook (default 100000)' },
   'campaign-events': { bench: 'campaigns', usage: '--campaign-events <n>  campaigns: contact.saved events drained for throughput (default 20000)' },
 };
 

@@ -9,6 +9,7 @@ import { sql } from 'kysely';
 import type pg from 'pg';
 import pino from 'pino';
 import { buildTaskList, type TaskDeps } from './tasks.ts';
+import { BACKLOG_CRON } from './webhooks/backlog.ts';
 import { WebhookDispatcher } from './webhooks/dispatcher.ts';
 
 export type WorkerHandle = { readonly runner: Runner; dispatcher: WebhookDispatcher; stop(): Promise<void> };
@@ -68,7 +69,9 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
     preset: {
       worker: { localQueue: { size: deps.config.workerConcurrency }, completeJobBatchDelay: 0, failJobBatchDelay: 0 },
     },
-    crontab: '',
+    // Periodic tasks, one line each. graphile-worker runs each once per tick
+    // across all worker processes (known_crontabs), however many there are.
+    crontab: [BACKLOG_CRON].join('\n'),
     logger,
     events,
   };

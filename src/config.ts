@@ -31,6 +31,10 @@ export type Config = {
   workerDeadAfterS: number;
   /** Deliveries in flight per worker process. */
   webhookConcurrency: number;
+  /** A disabled webhook's parked deliveries older than this many days are marked failed. */
+  webhookPausedBacklogDays: number;
+  /** A disabled webhook keeps at most this many pending deliveries (the newest); older ones are marked failed. */
+  webhookPausedBacklogMax: number;
   /** Seconds before each retry of a deferred (4xx) send; its length is the number of retries. */
   sendRetryDelays: number[];
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
@@ -155,6 +159,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookRetryDelays = retryDelays(env, 'WEBHOOK_RETRY_DELAYS', [30, 120, 600, 1800, 7200, 21600]);
   const { allowedPrivateTargets, allowedPrivateTargetsSource } = privateTargets(env, publicUrl);
   const webhookConcurrency = int(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000);
+  const webhookPausedBacklogDays = int(env, 'WEBHOOK_PAUSED_BACKLOG_DAYS', 7, 1, 365);
+  const webhookPausedBacklogMax = int(env, 'WEBHOOK_PAUSED_BACKLOG_MAX', 100_000, 1, 10_000_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   return {
@@ -163,5 +169,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
     webhookConcurrency,
     sendRetryDelays, sendLeaseSeconds,
+    webhookPausedBacklogDays,
+    webhookPausedBacklogMax,
   };
 }

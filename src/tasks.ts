@@ -5,6 +5,7 @@ import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
 import { processEventsTask, type EventHandler } from './events/process.ts';
+import { pausedBacklogTask } from './webhooks/backlog.ts';
 import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
 
@@ -27,5 +28,6 @@ export function buildTaskList(deps: TaskDeps): TaskList {
   return {
     process_events: processEventsTask(deps.db, eventHandlers),
     send_email: sendEmailTask(deps),
+    webhook_paused_backlog: pausedBacklogTask(deps.db, deps.config),
   };
 }

@@ -33,7 +33,7 @@ const MESSAGES: Record<string, string> = {
   created: 'Webhook created.',
   saved: 'Webhook saved.',
   enabled: 'Webhook enabled: it has a new secret.',
-  disabled: 'Webhook disabled: deliveries wait until it is enabled again.',
+  disabled: 'Webhook disabled: its deliveries, and the events that occur meanwhile, wait until it is enabled again.',
   resent: 'Delivery queued to be sent again now.',
   deleted: 'Webhook deleted.',
 };

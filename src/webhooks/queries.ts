@@ -12,7 +12,23 @@ import { newWebhookSecret } from './signing.ts';
 
 export const MAX_ENABLED_WEBHOOKS = 10;
 
-export type WebhookRow = Selectable<WebhooksTable>;
+/** A webhook with the number of its deliveries waiting to be sent (parked ones included). */
+export type WebhookRow = Selectable<WebhooksTable> & { pending_count: number };
+
+/**
+ * pending_count of the webhook in the enclosing query, as an index-only count
+ * on webhook_deliveries_pending_idx (it holds only pending rows, so the count
+ * reads the queue, never the log). Measured in docs/decisions.md "Pause and
+ * recover"; a paused backlog is capped (WEBHOOK_PAUSED_BACKLOG_MAX), and so is
+ * this count's cost.
+ */
+const pendingCount = sql<number>`(SELECT count(*)::int FROM webhook_deliveries pd WHERE pd.webhook_id = webhooks.id AND pd.status = 'pending')`;
+
+async function countPending(db: Db | Transaction<Database>, teamId: string, id: string): Promise<number> {
+  const { rows } = await sql<{ n: number }>`
+    SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = ${id} AND team_id = ${teamId} AND status = 'pending'`.execute(db);
+  return rows[0]?.n ?? 0;
+}
 
 export type WebhookView = {
   id: string;
@@ -24,6 +40,7 @@ export type WebhookView = {
   locked: boolean;
   description: string | null;
   last_success_at: string | null;
+  pending_count: number;
   created_at: string;
   updated_at: string;
 };
@@ -55,6 +72,7 @@ export function toWebhookView(row: WebhookRow, box: SecretBox | null): WebhookVi
     locked: row.source !== null,
     description: row.description,
     last_success_at: row.last_success_at ? row.last_success_at.toISOString() : null,
+    pending_count: row.pending_count,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };
@@ -83,7 +101,7 @@ export async function createWebhook(db: Db, box: SecretBox, teamId: string, inpu
   const enabled = input.is_enabled ?? true;
   return db.transaction().execute(async (tx) => {
     if (enabled && (await lockTeamAndCountEnabled(tx, teamId)) >= MAX_ENABLED_WEBHOOKS) throw limitExceeded();
-    return tx
+    const row = await tx
       .insertInto('webhooks')
       .values({
         team_id: teamId,
@@ -96,11 +114,12 @@ export async function createWebhook(db: Db, box: SecretBox, teamId: string, inpu
       })
       .returningAll()
       .executeTakeFirstOrThrow();
+    return { ...row, pending_count: 0 };
   });
 }
 
 export async function findWebhook(db: Db | Transaction<Database>, teamId: string, id: string): Promise<WebhookRow | undefined> {
-  return db.selectFrom('webhooks').selectAll().where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+  return db.selectFrom('webhooks').selectAll().select(pendingCount.as('pending_count')).where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
 }
 
 export async function listWebhooks(db: Db, teamId: string, opts: { page: number; perPage: number }) {
@@ -108,6 +127,7 @@ export async function listWebhooks(db: Db, teamId: string, opts: { page: number;
     db
       .selectFrom('webhooks')
       .selectAll()
+      .select(pendingCount.as('pending_count'))
       .where('team_id', '=', teamId)
       .orderBy('created_at', 'desc')
       .orderBy('id', 'desc')
@@ -121,8 +141,10 @@ export async function listWebhooks(db: Db, teamId: string, opts: { page: number;
 
 /**
  * Applies a patch. `is_enabled: true` on a disabled webhook is an enable: limit
- * check and a new secret; nothing else changes the secret. Enabling wakes the
- * dispatchers so deliveries paused while disabled go out at once.
+ * check and a new secret; nothing else changes the secret. Enabling makes the
+ * paused backlog due, oldest first, and wakes the dispatchers so it goes out
+ * at once. The FOR UPDATE on the webhook row orders the enable against the
+ * backlog bound and recover (backlog.ts), which lock it too.
  */
 export async function updateWebhook(
   db: Db,
@@ -156,7 +178,7 @@ export async function updateWebhook(
       changes.disabled_reason = null;
     }
     if (turnsOff) changes.is_enabled = false;
-    if (Object.keys(changes).length === 0) return current;
+    if (Object.keys(changes).length === 0) return { ...current, pending_count: await countPending(tx, teamId, id) };
     const row = await tx
       .updateTable('webhooks')
       .set({ ...changes, updated_at: sql<Date>`now()` })
@@ -165,10 +187,10 @@ export async function updateWebhook(
       .executeTakeFirstOrThrow();
     if (turnsOff) await parkDeliveries(tx, [id]);
     if (turnsOn) {
-      await unparkDeliveries(tx, id);
+      await unparkDeliveries(tx, teamId, id);
       await sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`.execute(tx);
     }
-    return row;
+    return { ...row, pending_count: await countPending(tx, teamId, id) };
   });
 }
 

@@ -17,6 +17,7 @@ import {
 } from './deliveries.ts';
 import { parseAllowList } from '../lib/net-guard.ts';
 import { checkTargetUrl } from './guard.ts';
+import { RECOVER_MAX_DAYS, recoverDeliveries } from './backlog.ts';
 import { signingKeys } from './signing.ts';
 import {
   createWebhook,
@@ -36,6 +37,8 @@ import {
   DeliveryResponse,
   ListDeliveriesQuery,
   ListWebhooksQuery,
+  RecoverBody,
+  RecoverResponse,
   SimulateBody,
   SimulateResponse,
   UpdateWebhookBody,
@@ -241,7 +244,9 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
           description: isEnabled
             ? 'Resumes delivery (deliveries paused while disabled go out, signed with the new secret). A new secret is issued ' +
               'when the webhook was disabled. Beyond 10 enabled webhooks: 422 `MAX_WEBHOOKS_EXCEEDED`.'
-            : 'Pauses delivery without deleting; pending deliveries wait until the webhook is enabled again.',
+            : 'Pauses delivery without deleting: pending deliveries, and every subscribed event from now on, wait as `pending` ' +
+              'and are sent oldest first after the enable. The paused backlog keeps at most 7 days and 100,000 deliveries ' +
+              '(configurable); older ones are marked `failed` with the reason in `last_error`.',
           params: WebhookParams,
           response: withErrors({ 200: WebhookResponse }, [404]),
         },
@@ -299,6 +304,39 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const row = await resendDelivery(db, request.auth!.teamId, request.params.id, request.params.delivery_id);
       if (!row) throw notFound('delivery');
       return reply.code(202).send({ ok: true as const, delivery: toDeliveryView(row) });
+    },
+  );
+
+  app.post(
+    '/:id/recover',
+    {
+      attachValidation: true,
+      schema: {
+        tags: TAGS,
+        summary: 'Recover failed deliveries',
+        description:
+          `Queues a new attempt sequence (up to 7 attempts, the first now) for every \`failed\` delivery of this webhook created ` +
+          `in [\`since\`, \`until\`), keeping each envelope \`id\`, oldest first. \`since\` may be at most ${RECOVER_MAX_DAYS} days back; ` +
+          '`until` defaults to now. On a disabled webhook they wait with the paused backlog and are sent after the enable.',
+        params: WebhookParams,
+        body: RecoverBody,
+        response: withErrors({ 202: RecoverResponse }, [404]),
+      },
+    },
+    async (request, reply) => {
+      rejectInvalidId(request, 'webhook');
+      const now = Date.now();
+      const since = new Date(request.body.since);
+      const until = request.body.until === undefined ? new Date(now) : new Date(request.body.until);
+      const problems = [];
+      if (since.getTime() < now - RECOVER_MAX_DAYS * 86_400_000) {
+        problems.push({ field: 'since', message: `must be at most ${RECOVER_MAX_DAYS} days back` });
+      }
+      if (until.getTime() < since.getTime()) problems.push({ field: 'until', message: 'must not be before since' });
+      if (problems.length > 0) throw validationFailed(problems, 'invalid recover window');
+      const res = await recoverDeliveries(db, request.auth!.teamId, request.params.id, since, until);
+      if (!res.found) throw notFound('webhook');
+      return reply.code(202).send({ ok: true as const, queued: res.queued });
     },
   );
 };

@@ -1,6 +1,6 @@
 // Request and response schemas of the webhook API (interface.md 4.8, decisions.md §8).
 import { Type } from 'typebox';
-import { nullable, pageQuery, PageMeta, StringOrNull, UUID_PATTERN } from '../http/schemas.ts';
+import { DateTime, nullable, pageQuery, PageMeta, StringOrNull, UUID_PATTERN } from '../http/schemas.ts';
 import { WEBHOOK_EVENTS, WEBHOOK_SOURCES } from './catalog.ts';
 
 // enum rather than a union of literals: one clear error per bad value.
@@ -48,6 +48,9 @@ const WebhookFields = {
   locked: Type.Boolean(),
   description: StringOrNull,
   last_success_at: StringOrNull,
+  pending_count: Type.Integer({
+    description: 'Deliveries waiting to be sent: retries not yet due and, while disabled, the paused backlog.',
+  }),
   created_at: Type.String(),
   updated_at: Type.String(),
 };
@@ -100,3 +103,15 @@ export const SimulateResponse = Type.Union([
   DeliveryResponse,
   Type.Object({ ok: Type.Literal(true), payload: Type.Object({}, { additionalProperties: true }) }),
 ]);
+
+export const RecoverBody = Type.Object(
+  {
+    since: Type.Unsafe<string>({ ...DateTime, description: 'Failed deliveries created at or after this time; at most 14 days back.' }),
+    until: Type.Optional(Type.Unsafe<string>({ ...DateTime, description: 'Only those created before this time (default: now).' })),
+  },
+  { additionalProperties: false },
+);
+export const RecoverResponse = Type.Object({
+  ok: Type.Literal(true),
+  queued: Type.Integer({ description: 'Failed deliveries queued for a new attempt sequence.' }),
+});

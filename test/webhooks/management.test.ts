@@ -21,7 +21,7 @@ describe('webhook management', () => {
     const { ok, webhook } = res.json();
     assert.equal(ok, true);
     assert.deepEqual(Object.keys(webhook).sort(), [
-      'created_at', 'description', 'events', 'id', 'is_enabled', 'last_success_at', 'locked', 'secret', 'source', 'updated_at', 'url',
+      'created_at', 'description', 'events', 'id', 'is_enabled', 'last_success_at', 'locked', 'pending_count', 'secret', 'source', 'updated_at', 'url',
     ]);
     assert.equal(webhook.url, PUBLIC_URL);
     assert.deepEqual(webhook.events, ['email.contact.saved', 'email.sent']);
