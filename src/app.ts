@@ -117,7 +117,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await limit.call(app, request, reply);
   });
 
-  installMetrics(app);
+  installMetrics(app, config.intake.metricsToken);
 
   await app.register(swagger, {
     openapi: {
