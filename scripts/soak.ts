@@ -194,6 +194,9 @@ async function main(): Promise<number> {
   const metricsToken = randomBytes(24).toString('hex');
   const env = {
     METRICS_TOKEN: metricsToken,
+    // One team sends everything here; a 429 from the per-team bulk cap would
+    // count as an error of the soak, which measures stability, not fairness.
+    HEAVY_REQUESTS_PER_TEAM: '16',
     DATABASE_URL: url, APP_SECRET: appSecret, LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(apiPort),
     PUBLIC_URL: origin, RATE_LIMIT_PER_MINUTE: '1000000', WEBHOOK_ALLOWED_TARGETS: '127.0.0.1',
   };
