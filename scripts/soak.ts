@@ -190,7 +190,13 @@ async function main(): Promise<number> {
   const smtpPort = await startSmtpSink();
   const apiPort = await freePort();
   const origin = `http://127.0.0.1:${apiPort}`;
+  // /metrics needs a bearer token; the soak reads the API's heap there.
+  const metricsToken = randomBytes(24).toString('hex');
   const env = {
+    METRICS_TOKEN: metricsToken,
+    // One team sends everything here; a 429 from the per-team bulk cap would
+    // count as an error of the soak, which measures stability, not fairness.
+    HEAVY_REQUESTS_PER_TEAM: '16',
     DATABASE_URL: url, APP_SECRET: appSecret, LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(apiPort),
     PUBLIC_URL: origin, RATE_LIMIT_PER_MINUTE: '1000000', ALLOWED_PRIVATE_TARGETS: '127.0.0.1',
   };
@@ -264,7 +270,7 @@ async function main(): Promise<number> {
     // The API's V8 heap in use (its /metrics): tells a leak from the heap and
     // allocator settling, which RSS alone cannot.
     const m = current;
-    void fetch(`${origin}/metrics`).then((r) => r.text()).then((t) => {
+    void fetch(`${origin}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } }).then((r) => r.text()).then((t) => {
       const v = /^nodejs_heap_size_used_bytes (\S+)/m.exec(t);
       if (v) m.heap.push(Number(v[1]) / 2 ** 20);
     }, () => {});

@@ -12,6 +12,7 @@ import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import { ApiKeyCache, requireApiKey, resolveApiKeyHook } from './http/auth.ts';
 import { AppError, installErrorHandlers, sendError } from './http/errors.ts';
+import { installApiIntake, installBodyLimits } from './http/intake.ts';
 import { installJsonParser } from './http/json-body.ts';
 import { validatorCompiler } from './http/schemas.ts';
 import { installMetrics } from './ops/metrics.ts';
@@ -49,11 +50,30 @@ declare module 'fastify' {
 
 export const OPENAPI_PATH = '/public/v1/openapi.json';
 
+/** Timeouts and per-socket limits of the HTTP server (docs/security.md, "Request intake limits"). */
+function serverOptions(config: Config) {
+  const t = config.intake;
+  return {
+    connectionTimeout: t.connectionTimeoutMs,
+    keepAliveTimeout: t.keepAliveTimeoutMs,
+    requestTimeout: t.requestTimeoutMs,
+    maxRequestsPerSocket: t.maxRequestsPerSocket,
+    http: {
+      headersTimeout: t.headersTimeoutMs,
+      // Node checks the headers and request timeouts on this interval (30 s by
+      // default, which would let a slow client hold a socket 30 s past them).
+      connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(t.headersTimeoutMs / 4))),
+    },
+  };
+}
+
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config } = deps;
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: { level: config.logLevel } }),
-    bodyLimit: config.bodyLimitBytes,
+    // Each route gets its own limit (http/intake.ts); this one is never reached.
+    bodyLimit: config.intake.apiBodyLimitBytes,
+    ...serverOptions(config),
     genReqId: () => randomUUID(),
     trustProxy: process.env.TRUST_PROXY === 'true',
     return503OnClosing: true,
@@ -70,7 +90,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   // JSON only: a text/plain body is 415, not a string that fails validation.
   app.removeContentTypeParser('text/plain');
-  installJsonParser(app);
+  installJsonParser(app, { maxValues: config.intake.jsonMaxValues, poolThresholdBytes: config.intake.jsonPoolThresholdBytes });
+  installBodyLimits(app, config);
+  // Node drops connections past this cap at once (it counts sockets, idle keep-alive ones included).
+  app.server.maxConnections = config.intake.maxConnections;
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
@@ -97,7 +120,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await limit.call(app, request, reply);
   });
 
-  installMetrics(app);
+  installMetrics(app, config.intake.metricsToken);
 
   await app.register(swagger, {
     openapi: {
@@ -124,6 +147,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       api.addHook('onRequest', resolveKey);
       api.addHook('onRequest', limit);
       requireApiKey(api);
+      installApiIntake(api, config);
       await api.register(pingRoutes);
       await api.register(contactsRoutes, { prefix: '/email/contacts' });
       await api.register(templatesRoutes, { prefix: '/email/templates' });

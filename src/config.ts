@@ -2,6 +2,7 @@
 // the start with a message naming the variable.
 import { isAbsolute, resolve } from 'node:path';
 import { LOOPBACK_TARGETS, parseAddress, parseAllowList } from './lib/net-guard.ts';
+import { loadIntakeConfig, type IntakeConfig } from './http/intake-config.ts';
 
 export type Config = {
   port: number;
@@ -14,10 +15,13 @@ export type Config = {
   rateLimitPerMinute: number;
   serviceName: string;
   logLevel: string;
+  /** Body limit of the bulk routes (bulk upsert, bulk unsubscribe, batch send). */
   bodyLimitBytes: number;
+  /** Per-route body limits, JSON limits, server timeouts, /metrics token (http/intake-config.ts). */
+  intake: IntakeConfig;
   workerConcurrency: number;
   runWorker: boolean;
-  /** Dashboard sign-in attempts per minute, per client IP and per e-mail address. */
+  /** Dashboard sign-in attempts per minute, per (e-mail address, client IP). */
   signInRateLimitPerMinute: number;
   /** Per delivery attempt. */
   webhookTimeoutMs: number;
@@ -163,7 +167,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookPausedBacklogMax = int(env, 'WEBHOOK_PAUSED_BACKLOG_MAX', 100_000, 1, 10_000_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
+  const intake = loadIntakeConfig(env, (name, fallback, min, max) => int(env, name, fallback, min, max), (m) => new ConfigError(m));
   return {
+    intake,
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,

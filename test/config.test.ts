@@ -73,3 +73,34 @@ describe('ALLOWED_PRIVATE_TARGETS', () => {
     assert.match(loadConfig({ WEBHOOK_ALLOWED_TARGETS: '127.0.0.1' }).allowedPrivateTargetsSource, /WEBHOOK_ALLOWED_TARGETS/);
   });
 });
+
+test('request intake: defaults, and BODY_LIMIT_BYTES stays the bulk limit', () => {
+  const c = loadConfig({});
+  assert.deepEqual(
+    {
+      bulk: c.bodyLimitBytes,
+      template: c.intake.templateBodyLimitBytes,
+      api: c.intake.apiBodyLimitBytes,
+      dashboard: c.intake.dashboardBodyLimitBytes,
+      values: c.intake.jsonMaxValues,
+      heavy: c.intake.heavyRequestsPerTeam,
+      headers: c.intake.headersTimeoutMs,
+      request: c.intake.requestTimeoutMs,
+      metrics: c.intake.metricsToken,
+    },
+    { bulk: 10 * 1024 * 1024, template: 2 * 1024 * 1024, api: 256 * 1024, dashboard: 64 * 1024, values: 100_000, heavy: 2, headers: 10_000, request: 60_000, metrics: undefined },
+  );
+  assert.equal(loadConfig({ BODY_LIMIT_BYTES: '5000000' }).bodyLimitBytes, 5_000_000);
+});
+
+for (const [env, variable] of [
+  [{ API_BODY_LIMIT_BYTES: '10' }, 'API_BODY_LIMIT_BYTES'],
+  [{ HEAVY_REQUESTS_PER_TEAM: '0' }, 'HEAVY_REQUESTS_PER_TEAM'],
+  [{ HTTP_HEADERS_TIMEOUT_MS: '70000', HTTP_REQUEST_TIMEOUT_MS: '60000' }, 'HTTP_HEADERS_TIMEOUT_MS'],
+  [{ METRICS_TOKEN: 'short' }, 'METRICS_TOKEN'],
+  [{ JSON_MAX_VALUES: 'many' }, 'JSON_MAX_VALUES'],
+] as const) {
+  test(`a bad ${variable} stops the start (${JSON.stringify(env)})`, () => {
+    assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && err.message.includes(variable));
+  });
+}

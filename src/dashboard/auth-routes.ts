@@ -1,5 +1,6 @@
 // Sign-in, sign-out and one-time password links.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { leaveBodyUnread } from '../http/unread-body.ts';
 import { isEmail } from '../http/schemas.ts';
 import { field, localPath, queryField, requireCsrf, requireUser } from './forms.ts';
 import { clearSessionCookie, setSessionCookie } from './security.ts';
@@ -17,14 +18,30 @@ import { render } from './views.ts';
 
 export async function authRoutes(app: FastifyInstance): Promise<void> {
   const { db, config } = app.deps;
-  // Per address and per client IP: guessing one account's password and
-  // spraying one password over many accounts are both slowed to `max` a minute.
-  const limit = { max: config.signInRateLimitPerMinute, timeWindow: 60_000 };
-  const ipLimit = app.createRateLimit({ ...limit, keyGenerator: (request) => `signin-ip:${request.ip}` });
-  const emailLimit = app.createRateLimit({
-    ...limit,
-    keyGenerator: (request) => `signin-email:${normalizeEmail(queryField(request.body, 'email', 320))}`,
+  // Per (address, client IP) and per client IP, never per address alone: a
+  // per-address budget let anyone lock a user out by failing on purpose. One
+  // guesser is slowed to `max` a minute per address and `ipMax` over all
+  // addresses; the owner signing in from elsewhere is never held up by it.
+  const max = config.signInRateLimitPerMinute;
+  const ipMax = config.intake.signInIpRateLimitPerMinute ?? 3 * max;
+  const ipLimit = app.createRateLimit({ max: ipMax, timeWindow: 60_000, keyGenerator: (request) => `signin-ip:${request.ip}` });
+  const pairLimit = app.createRateLimit({
+    max,
+    timeWindow: 60_000,
+    keyGenerator: (request) => `signin-email-ip:${normalizeEmail(queryField(request.body, 'email', 320))}:${request.ip}`,
   });
+  const tooMany = (seconds: number, data: Record<string, unknown>, request: FastifyRequest, reply: FastifyReply) => {
+    reply.header('retry-after', String(seconds));
+    return render(request, reply, 'sign-in', { ...data, error: `Too many sign-in attempts. Try again in ${seconds} seconds.` }, 429);
+  };
+  // Before the body is read: a client over its IP budget gets no form parsed.
+  const ipCheck = async (request: FastifyRequest, reply: FastifyReply) => {
+    const result = await ipLimit(request);
+    if (!result.isAllowed && result.isExceeded) {
+      leaveBodyUnread(request, reply);
+      return tooMany(result.ttlInSeconds, { next: '/' }, request, reply);
+    }
+  };
 
   app.get('/', async (request, reply) => reply.redirect(request.dashboardUser ? '/campaigns' : '/sign-in', 303));
 
@@ -33,17 +50,12 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
     return render(request, reply, 'sign-in', { next: localPath(queryField(request.query, 'next')) });
   });
 
-  app.post('/sign-in', { preHandler: requireCsrf }, async (request, reply) => {
+  app.post('/sign-in', { preParsing: ipCheck, preHandler: requireCsrf }, async (request, reply) => {
     const email = field(request.body, 'email', 320).trim();
     const password = field(request.body, 'password', MAX_PASSWORD);
     const next = localPath(field(request.body, 'next', 2000));
-    for (const check of [ipLimit, emailLimit]) {
-      const result = await check(request);
-      if (!result.isAllowed && result.isExceeded) {
-        reply.header('retry-after', String(result.ttlInSeconds));
-        return render(request, reply, 'sign-in', { next, email, error: `Too many sign-in attempts. Try again in ${result.ttlInSeconds} seconds.` }, 429);
-      }
-    }
+    const result = await pairLimit(request);
+    if (!result.isAllowed && result.isExceeded) return tooMany(result.ttlInSeconds, { next, email }, request, reply);
     const userId = email && password ? await checkCredentials(db, email, password) : null;
     if (!userId) {
       return render(request, reply, 'sign-in', { next, email, error: 'That e-mail and password do not match an account.' }, 401);

@@ -2,6 +2,7 @@
 // read defensively (a repeated field is an array, anything may be missing), so
 // no input reaches the database in a shape that could make it fail.
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { EXPIRED_FORM } from './intake.ts';
 import { PageError } from './page-error.ts';
 import { csrfValid } from './security.ts';
 import type { SessionUser } from './users.ts';
@@ -16,7 +17,7 @@ export async function requireUser(request: FastifyRequest, reply: FastifyReply) 
 /** preHandler for every POST: a missing or wrong CSRF token is 403. */
 export async function requireCsrf(request: FastifyRequest, reply: FastifyReply) {
   if (csrfValid(request)) return;
-  throw new PageError(403, 'This form has expired or did not come from this site. Go back, reload the page and try again.');
+  throw new PageError(403, EXPIRED_FORM);
 }
 
 export const signedIn = { preHandler: requireUser };

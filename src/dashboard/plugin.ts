@@ -12,6 +12,7 @@ import { campaignPages } from './campaign-pages.ts';
 import { contactPages } from './contact-pages.ts';
 import { keyPages } from './key-pages.ts';
 import { PageError, pageNotFound } from './page-error.ts';
+import { refuseBeforeBody } from './intake.ts';
 import { DashboardKeys, loadSession } from './security.ts';
 import { templatePages } from './template-pages.ts';
 import { render } from './views.ts';
@@ -38,10 +39,12 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   if (!config.appSecret) throw new Error('the dashboard needs APP_SECRET (or the embedded database secret) to sign cookies');
   app.decorate('dashboardKeys', new DashboardKeys(config.appSecret, config.publicUrl));
   await app.register(cookie, { secret: app.dashboardKeys.cookie });
-  // Forms are small; a big body is an attack or a mistake, not a form.
-  await app.register(formbody, { bodyLimit: 64 * 1024 });
+  // Forms are small; a big body is an attack or a mistake, not a form. Each
+  // route's own limit (http/intake.ts: dashboard forms, template editor) applies.
+  await app.register(formbody, { bodyLimit: config.intake.dashboardBodyLimitBytes });
   app.decorateRequest('dashboardUser', null);
   app.addHook('onRequest', loadSession);
+  app.addHook('preParsing', refuseBeforeBody);
   app.addHook('onSend', async (_request, reply) => {
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     reply.headers(SECURITY_HEADERS);

@@ -74,6 +74,11 @@ export async function loadSession(this: FastifyInstance, request: FastifyRequest
   if (token && token.length <= 100) request.dashboardUser = (await findSession(this.deps.db, token)) ?? null;
 }
 
+/** True when the request carries a valid pre-session cookie: a signed-out form (sign-in, set-password) can then be genuine. */
+export function hasPreSession(request: FastifyRequest): boolean {
+  return readSigned(request, PRE_COOKIE) !== undefined;
+}
+
 function hmac(request: FastifyRequest, subject: string): string {
   return createHmac('sha256', request.server.dashboardKeys.csrf).update(subject).digest('base64url');
 }

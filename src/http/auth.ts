@@ -6,6 +6,7 @@ import type { Db } from '../db/pool.ts';
 import { hashApiKey, looksLikeApiKey } from '../teams/keys.ts';
 import { findLiveKeyByHash, touchApiKey } from '../teams/queries.ts';
 import { AppError } from './errors.ts';
+import { leaveBodyUnread } from './unread-body.ts';
 
 export type Auth = { teamId: string; keyId: string };
 
@@ -72,8 +73,9 @@ export function resolveApiKeyHook(cache: ApiKeyCache) {
 export function requireApiKey(app: FastifyInstance): void {
   // preParsing: after the rate limiter (route onRequest), before the body is read,
   // so an unauthenticated request never gets a validation error instead of a 401.
-  app.addHook('preParsing', async (request) => {
+  app.addHook('preParsing', async (request, reply) => {
     if (request.auth) return;
+    leaveBodyUnread(request, reply);
     const given = request.headers['x-api-key'] !== undefined;
     throw new AppError('UNAUTHORIZED', given ? 'invalid or revoked API key' : 'missing API key: send it in the x-api-key header');
   });

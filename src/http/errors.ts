@@ -1,7 +1,8 @@
 // One error shape and one code-to-status map (decisions.md §1) for everything
 // the service answers. Handlers throw AppError; everything else is mapped here.
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { leaveBodyUnread } from './unread-body.ts';
 
 export const ERROR_STATUS = {
   UNAUTHORIZED: 401,
@@ -153,8 +154,15 @@ export function sendError(reply: FastifyReply, err: unknown, request?: FastifyRe
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 
-/** Installs the error and not-found handlers. 405 when the path exists under another method. */
-export function installErrorHandlers(app: FastifyInstance, notFoundPreHandler?: preHandlerAsyncHookHandler): void {
+/**
+ * Installs the error and not-found handlers. 405 when the path exists under
+ * another method. Unknown paths and methods are answered in onRequest, from the
+ * headers: Fastify's not-found route would read and parse a body first.
+ */
+export function installErrorHandlers(
+  app: FastifyInstance,
+  notFoundPreHandler?: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+): void {
   const routes: { re: RegExp; methods: Set<string> }[] = [];
   app.addHook('onRoute', (opts) => {
     const methods = ([] as string[]).concat(opts.method);
@@ -167,7 +175,7 @@ export function installErrorHandlers(app: FastifyInstance, notFoundPreHandler?: 
 
   app.setErrorHandler((err, request, reply) => sendError(reply, err, request));
 
-  app.setNotFoundHandler({ preHandler: notFoundPreHandler }, (request, reply) => {
+  const answerNotFound = (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0];
     const allowed = routes.find((r) => r.re.test(path));
     if (allowed) {
@@ -175,5 +183,15 @@ export function installErrorHandlers(app: FastifyInstance, notFoundPreHandler?: 
       return sendError(reply, new AppError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}`));
     }
     return sendError(reply, new AppError('NOT_FOUND', `no route ${request.method} ${path}`));
+  };
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (!request.is404) return;
+    leaveBodyUnread(request, reply);
+    if (notFoundPreHandler) await notFoundPreHandler(request, reply);
+    if (reply.sent) return reply;
+    return answerNotFound(request, reply);
   });
+  // Only reached if a request skipped the hook above (none does today).
+  app.setNotFoundHandler((request, reply) => answerNotFound(request, reply));
 }

@@ -1,43 +1,46 @@
-// The JSON body parser: Fastify's own (prototype poisoning is an error), plus
-// two checks on what it parsed, both found by the contract fuzz as 500s:
-// - nesting: V8 parses any depth, but JSON.stringify and other recursive code
-//   further in overflow the stack near 10,000 levels; no real body nears 64.
-// - unpaired surrogates ("\ud800"): JSON allows the escape, PostgreSQL's json
-//   and jsonb refuse it (22P02) when the value reaches an event payload.
+// The JSON body parser of the API. Small bodies are parsed on the event loop;
+// bodies over JSON_POOL_THRESHOLD_BYTES are parsed and checked in the untrusted
+// pool, so a 10 MiB bulk body holds the event loop only for the structured
+// clone of its result, not for the parse and the walk (figures in
+// docs/security.md, "Request intake limits"). The checks themselves are in
+// json-check.ts.
 import type { FastifyInstance } from 'fastify';
-import { fieldPath, validationFailed, type ErrorDetail } from './errors.ts';
+import { untrustedPool, UntrustedWorkError } from '../untrusted/pool.ts';
+import { AppError, fieldPath, validationFailed } from './errors.ts';
+import { MAX_JSON_DEPTH, parseJsonBody, type JsonLimits, type ParsedJson } from './json-check.ts';
 
-export const MAX_JSON_DEPTH = 64;
+export { MAX_JSON_DEPTH } from './json-check.ts';
 
-/** The first problem of a parsed body (too deep, a string that is not valid Unicode), walked without recursion. */
-export function checkJsonValue(value: unknown, maxDepth = MAX_JSON_DEPTH): ErrorDetail | null {
-  const stack: [unknown, number, string][] = [[value, 0, '']];
-  while (stack.length) {
-    const [v, depth, path] = stack.pop()!;
-    if (typeof v === 'string') {
-      if (!v.isWellFormed()) return { field: fieldPath(path) || '(body)', message: 'must be valid Unicode (an unpaired surrogate escape is not)' };
-      continue;
-    }
-    if (v === null || typeof v !== 'object') continue;
-    if (depth + 1 > maxDepth) return { field: '(body)', message: `is nested deeper than ${maxDepth} levels` };
-    const entries = Array.isArray(v) ? v.map((x, i) => [String(i), x] as const) : Object.entries(v);
-    for (const [k, child] of entries) {
-      if (!k.isWellFormed()) return { field: fieldPath(path) || '(body)', message: 'has a field name that is not valid Unicode' };
-      stack.push([child, depth + 1, `${path}/${k}`]);
+export type JsonBodyOptions = { maxValues: number; poolThresholdBytes: number };
+
+/** Counts parses by where they ran; tests read it to prove a body was never parsed. */
+export const jsonParseCount = { inline: 0, pool: 0 };
+
+export async function parseJsonRequestBody(text: string, opts: JsonBodyOptions): Promise<unknown> {
+  const limits: JsonLimits = { maxDepth: MAX_JSON_DEPTH, maxValues: opts.maxValues };
+  let parsed: ParsedJson;
+  if (text.length <= opts.poolThresholdBytes) {
+    jsonParseCount.inline++;
+    parsed = parseJsonBody(text, limits);
+  } else {
+    jsonParseCount.pool++;
+    try {
+      parsed = await untrustedPool().run<ParsedJson>('parseJson', { text, limits });
+    } catch (err) {
+      if (!(err instanceof UntrustedWorkError)) throw err;
+      if (err.reason === 'overloaded' || err.reason === 'crashed') {
+        throw new AppError('SERVICE_UNAVAILABLE', 'the server is busy parsing other bodies; retry shortly', undefined, { 'retry-after': '1' });
+      }
+      throw validationFailed([{ field: '(body)', message: `could not be parsed within limits: ${err.message}` }], 'request body cannot be accepted');
     }
   }
-  return null;
+  if (parsed.ok) return parsed.value;
+  const field = fieldPath(parsed.problem.path) || '(body)';
+  if (parsed.syntax) throw validationFailed([{ field, message: parsed.problem.message }], 'request body is not valid JSON');
+  throw validationFailed([{ field, message: parsed.problem.message }], 'request body cannot be accepted');
 }
 
-export function installJsonParser(app: FastifyInstance): void {
-  const parse = app.getDefaultJsonParser('error', 'error');
+export function installJsonParser(app: FastifyInstance, opts: JsonBodyOptions): void {
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    parse(request, body as string, (err: Error | null, value?: unknown) => {
-      if (err) return done(err, undefined);
-      const problem = checkJsonValue(value);
-      if (problem) return done(validationFailed([problem], 'request body cannot be accepted'), undefined);
-      done(null, value);
-    });
-  });
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request: unknown, body: string | Buffer) => parseJsonRequestBody(String(body), opts));
 }

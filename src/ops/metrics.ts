@@ -1,8 +1,13 @@
 // Prometheus metrics: request counts and durations by route and status.
-import type { FastifyInstance } from 'fastify';
+// /metrics needs `Authorization: Bearer <METRICS_TOKEN>`; without the setting it
+// is refused: route names, request rates and heap figures tell an attacker
+// what to aim at and whether it is working (docs/operations.md).
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AppError } from '../http/errors.ts';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-export function installMetrics(app: FastifyInstance): Registry {
+export function installMetrics(app: FastifyInstance, token: string | undefined): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const labelNames = ['method', 'route', 'status_code'] as const;
@@ -30,7 +35,19 @@ export function installMetrics(app: FastifyInstance): Registry {
     child.count.inc();
     child.time.observe(reply.elapsedTime / 1000);
   });
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+  const allowed = (request: FastifyRequest) => {
+    const given = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '')?.[1];
+    if (!token || !given) return false;
+    // Compared as digests: equal lengths, and no timing hint about the token.
+    const digest = (v: string) => createHash('sha256').update(v).digest();
+    return timingSafeEqual(digest(given), digest(token));
+  };
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    if (!token) throw new AppError('UNAUTHORIZED', '/metrics is disabled: set METRICS_TOKEN and send it as a bearer token');
+    if (!allowed(request)) {
+      reply.header('www-authenticate', 'Bearer realm="metrics"');
+      throw new AppError('UNAUTHORIZED', 'send the metrics token as Authorization: Bearer <METRICS_TOKEN>');
+    }
     reply.type(registry.contentType);
     return registry.metrics();
   });

@@ -7,3 +7,4 @@
 export function ping(input: unknown): unknown {
   return input;
 }
+export { parseJson } from './json-task.ts';

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 
 describe('contacts: upsert, bulk upsert, unsubscribes', () => {
   let t: TestApp;
   before(async () => {
-    t = await buildTestApp();
+    // The deadlock test runs three bulk requests of one team at once, over the
+    // default per-team cap (2; test/http/intake.test.ts tests the cap itself).
+    t = await buildTestApp({ config: { intake: { ...testConfig().intake, heavyRequestsPerTeam: 4 } } });
   });
   after(() => t.close());
   const post = (key: string, url: string, payload: unknown) =>

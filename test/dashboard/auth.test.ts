@@ -82,31 +82,43 @@ describe('sign-in', () => {
     assert.equal(replay.statusCode, 303);
   });
 
-  test('sign-in is rate limited per e-mail address and per client IP', async () => {
+  test('sign-in is throttled per (e-mail, client IP) and per client IP; nobody elsewhere is locked out', async () => {
     const limited = await buildTestApp({ database: t.database, config: { signInRateLimitPerMinute: 5 } });
     const { email } = await makeUserTeam(t.database.db);
     const s = new Session(limited.app);
     await s.get('/sign-in');
-    // Different client IPs, one address: the per-address limit (5 here) applies.
-    const statuses: number[] = [];
-    for (let i = 0; i < 7; i++) {
-      const res = await limited.app.inject({
+    const attempt = (ip: string, form: Record<string, string>) =>
+      limited.app.inject({
         method: 'POST',
         url: '/sign-in',
-        remoteAddress: `127.0.0.${10 + i}`,
+        remoteAddress: ip,
         headers: { cookie: [...s.jar].map(([k, v]) => `${k}=${v}`).join('; '), 'content-type': 'application/x-www-form-urlencoded' },
-        payload: new URLSearchParams({ _csrf: s.csrf, email, password: 'guess' + i }).toString(),
+        payload: new URLSearchParams({ _csrf: s.csrf, ...form }).toString(),
       });
-      statuses.push(res.statusCode);
-    }
-    assert.deepEqual(statuses, [401, 401, 401, 401, 401, 429, 429]);
-    // Even the right password waits out the limit.
-    const right = await s.post('/sign-in', { email, password: PASSWORD });
-    assert.equal(right.statusCode, 429);
-    // One IP, many addresses: the per-IP limit applies (the first call above counted for 127.0.0.1).
-    const ip: number[] = [];
-    for (let i = 0; i < 6; i++) ip.push((await s.post('/sign-in', { email: `spray${i}@example.com`, password: 'x' })).statusCode);
-    assert.deepEqual(ip, [401, 401, 401, 401, 429, 429]);
+    // IP A guesses one address: its budget for that address (5) runs out.
+    const fromA: number[] = [];
+    for (let i = 0; i < 7; i++) fromA.push((await attempt('127.0.0.50', { email, password: 'guess' + i })).statusCode);
+    assert.deepEqual(fromA, [401, 401, 401, 401, 401, 429, 429]);
+    // Even the right password waits it out from A...
+    assert.equal((await attempt('127.0.0.50', { email, password: PASSWORD })).statusCode, 429);
+    // ...but the owner, from IP B, signs in: A's failures never lock them out.
+    const fromB = await attempt('127.0.0.51', { email, password: PASSWORD });
+    assert.equal(fromB.statusCode, 303, fromB.body);
+    assert.equal(fromB.headers.location, '/campaigns');
+    // One IP spraying many addresses: the per-IP budget (3 × 5 = 15 a minute) applies.
+    const spray: number[] = [];
+    for (let i = 0; i < 17; i++) spray.push((await attempt('127.0.0.60', { email: `spray${i}@example.com`, password: 'x' })).statusCode);
+    assert.deepEqual(spray, [...Array(15).fill(401), 429, 429]);
+    // Over the IP budget the form is not even read: no body is needed for the 429.
+    const unread = await limited.app.inject({
+      method: 'POST',
+      url: '/sign-in',
+      remoteAddress: '127.0.0.60',
+      headers: { cookie: [...s.jar].map(([k, v]) => `${k}=${v}`).join('; '), 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'not a form at all: %zz&&&' + 'x'.repeat(1000),
+    });
+    assert.equal(unread.statusCode, 429);
+    assert.ok(Number(unread.headers['retry-after']) > 0);
     await limited.close();
   });
 });

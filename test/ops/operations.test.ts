@@ -5,10 +5,12 @@ import { createDb, createPool } from '../../src/db/pool.ts';
 import { buildApp } from '../../src/app.ts';
 import { testConfig } from '../helpers.ts';
 
+const METRICS_TOKEN = 'metrics-token-for-tests-0123456789';
+
 describe('health, readiness and metrics', () => {
   let t: TestApp;
   before(async () => {
-    t = await buildTestApp();
+    t = await buildTestApp({ config: { intake: { ...testConfig().intake, metricsToken: METRICS_TOKEN } } });
   });
   after(() => t.close());
 
@@ -29,12 +31,34 @@ describe('health, readiness and metrics', () => {
     await t.app.inject({ url: '/public/v1/ping', headers: { 'x-api-key': key } });
     await t.app.inject({ url: '/public/v1/ping', headers: { 'x-api-key': key } });
     await t.app.inject({ url: '/public/v1/ping' });
-    const res = await t.app.inject({ url: '/metrics' });
+    const res = await t.app.inject({ url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
     assert.equal(res.statusCode, 200);
     assert.match(res.body, /http_requests_total\{method="GET",route="\/public\/v1\/ping",status_code="200"\} 2/);
     assert.match(res.body, /http_requests_total\{method="GET",route="\/public\/v1\/ping",status_code="401"\} 1/);
     assert.match(res.body, /http_request_duration_seconds_bucket\{le="0.005",method="GET",route="\/public\/v1\/ping",status_code="200"\}/);
   });
+
+  test('/metrics without the token, or with a wrong one, is 401 and shows nothing', async () => {
+    for (const authorization of [undefined, 'Bearer wrong-token-0123456789abcdef', `Basic ${METRICS_TOKEN}`, `Bearer ${METRICS_TOKEN}x`, METRICS_TOKEN]) {
+      const res = await t.app.inject({ url: '/metrics', headers: authorization ? { authorization } : {} });
+      assert.equal(res.statusCode, 401, String(authorization));
+      assert.equal(res.json().error.code, 'UNAUTHORIZED');
+      assert.doesNotMatch(res.body, /http_requests_total/);
+    }
+  });
+});
+
+test('/metrics is refused when METRICS_TOKEN is not set, whatever the request sends', async () => {
+  const t = await buildTestApp();
+  try {
+    for (const authorization of [undefined, 'Bearer ', 'Bearer undefined', `Bearer ${METRICS_TOKEN}`]) {
+      const res = await t.app.inject({ url: '/metrics', headers: authorization ? { authorization } : {} });
+      assert.equal(res.statusCode, 401);
+      assert.match(res.json().error.message, /METRICS_TOKEN/);
+    }
+  } finally {
+    await t.close();
+  }
 });
 
 test('/readyz is 503 when the database is unreachable', async () => {
