@@ -1,6 +1,7 @@
 // Environment parsing and validation, done once at start-up. A bad value stops
 // the start with a message naming the variable.
 import { isAbsolute, resolve } from 'node:path';
+import { renderLimitsFromEnv, type RenderLimits } from './templates/limits.ts';
 import { parseAllowList } from './webhooks/guard.ts';
 
 export type Config = {
@@ -33,6 +34,8 @@ export type Config = {
   sendRetryDelays: number[];
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
   sendLeaseSeconds: number;
+  /** Caps on parsing and rendering templates (RENDER_* variables; templates/limits.ts). */
+  render: RenderLimits;
 };
 
 export class ConfigError extends Error {}
@@ -129,10 +132,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookConcurrency = int(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
+  let render: RenderLimits;
+  try {
+    render = renderLimitsFromEnv(env);
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
   return {
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, webhookAllowedTargets, webhookConcurrency,
     sendRetryDelays, sendLeaseSeconds,
+    render,
   };
 }

@@ -7,3 +7,5 @@
 export function ping(input: unknown): unknown {
   return input;
 }
+
+export { checkTemplate, renderMessage, renderStats } from './render-tasks.ts';
