@@ -267,11 +267,19 @@ export function renderParsed(
   return liquid.renderSync(templates, ctx) as string;
 }
 
+// liquidjs's own limits (memoryLimit, renderLimit) fail with these messages: caps like ours.
+const LIQUID_LIMITS: Record<string, string> = {
+  'memory alloc limit exceeded': `builds more than ${LIQUID_MEMORY_UNITS} characters or items with filters and ranges`,
+  'template render limit exceeded': 'took longer than its render budget',
+};
+
 /** The cap error behind a (possibly wrapped) liquidjs error, if any. */
 export function limitErrorOf(err: unknown): TemplateLimitError | undefined {
-  let e = err as { originalError?: unknown } | undefined;
+  let e = err as { originalError?: unknown; message?: unknown } | undefined;
   for (let i = 0; i < 5 && e; i++) {
     if (e instanceof TemplateLimitError) return e;
+    const liquidLimit = typeof e.message === 'string' ? LIQUID_LIMITS[e.message] : undefined;
+    if (liquidLimit && !(e instanceof LiquidError)) return new TemplateLimitError(liquidLimit);
     e = e.originalError as typeof e;
   }
   return undefined;
