@@ -37,13 +37,21 @@ export class RenderFailure extends Error {
   }
 }
 
+/**
+ * The pool's budget for a task starts when the task is queued, not when a
+ * thread takes it, so it is only a backstop: the render budget proper is
+ * enforced in the thread (Liquid's render deadline), and this allowance keeps
+ * a task that waited behind others from being failed for the wait.
+ */
+export const POOL_QUEUE_ALLOWANCE_MS = 5_000;
+
 /** Runs a pool task for a template; budget overruns become RenderFailure, a full pool stays UntrustedWorkError. */
 export async function runTemplateTask<T>(pool: UntrustedPool, task: string, input: unknown, budgetMs: number): Promise<T> {
   try {
-    return await pool.run<T>(task, input, budgetMs);
+    return await pool.run<T>(task, input, budgetMs + POOL_QUEUE_ALLOWANCE_MS);
   } catch (err) {
     if (err instanceof UntrustedWorkError && err.reason !== 'overloaded') {
-      const what = { timeout: `took longer than ${budgetMs} ms`, memory: 'used more memory than allowed', crashed: 'stopped the renderer' }[err.reason];
+      const what = { timeout: `took longer than ${budgetMs + POOL_QUEUE_ALLOWANCE_MS} ms`, memory: 'used more memory than allowed', crashed: 'stopped the renderer' }[err.reason];
       throw new RenderFailure('content', err.reason, `template ${what}`);
     }
     throw err;

@@ -15,7 +15,7 @@ export async function checkTemplate(
   const limits = opts.limits ?? DEFAULT_RENDER_LIMITS;
   const input: CheckTemplateInput = { fields, deriveAlt: opts.deriveAlt, limits };
   try {
-    return await runTemplateTask<CheckTemplateResult>(opts.pool ?? untrustedPool(), 'checkTemplate', input, limits.parseBudgetMs + limits.renderBudgetMs);
+    return await runTemplateTask<CheckTemplateResult>(opts.pool ?? untrustedPool(), 'checkTemplate', input, 2 * limits.parseBudgetMs + limits.renderBudgetMs);
   } catch (err) {
     if (err instanceof RenderFailure) return { details: [{ field: 'content', message: `${err.message} while being checked` }] };
     if (err instanceof UntrustedWorkError) {
