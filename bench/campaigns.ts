@@ -36,7 +36,6 @@ import { parseAllowList } from '../src/lib/net-guard.ts';
 import { ingestEvent } from '../src/events/ingest.ts';
 import { renderMessage, type RenderedMessage } from '../src/mail/message.ts';
 import { closeTransports } from '../src/mail/send.ts';
-import { TrackingLinks } from '../src/mail/tracking-links.ts';
 import { transportOptions } from '../src/mail/transport.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { localPostmaster, postgresCpuSeconds } from './lib/cpu.ts';
@@ -358,11 +357,11 @@ export async function run(opts: BenchOptions): Promise<void> {
 
 /** Every sent message of the addresses with this prefix, rendered as the send task renders it. */
 async function renderSent(db: ReturnType<typeof createDb>, publicUrl: string, appSecret: string, prefix: string) {
-  const links = new TrackingLinks(publicUrl, appSecret);
+  const links = { publicUrl, appSecret };
   const { rows } = await sql<Record<string, any>>`
     SELECT l.id, l.open_tracking, l.click_tracking, to_jsonb(k) AS contact,
            jsonb_build_object('from_email', a.from_email, 'from_name', a.from_name) AS account,
-           jsonb_build_object('subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) AS template,
+           jsonb_build_object('key', t.id || '@' || t.updated_at, 'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) AS template,
            s.send_data,
            jsonb_build_object('name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload)) AS event,
            jsonb_build_object('id', c.id, 'name', c.name) AS campaign
@@ -375,17 +374,16 @@ async function renderSent(db: ReturnType<typeof createDb>, publicUrl: string, ap
       JOIN campaigns c ON c.id = l.campaign_id
      WHERE l.status = 'sent' AND l.email LIKE ${`${prefix}%`}
      ORDER BY l.created_at, l.id`.execute(db);
-  const out: RenderedMessage[] = [];
-  for (const r of rows) {
-    out.push(
-      await renderMessage({
+  // Rendered in the untrusted pool, concurrently, as the send task does.
+  return Promise.all(
+    rows.map((r) =>
+      renderMessage({
         sendLogId: r.id, contact: r.contact, template: r.template, account: r.account,
         sendData: { ...r.send_data, open_tracking: r.open_tracking, click_tracking: r.click_tracking },
         event: r.event, campaign: r.campaign, links,
       }),
-    );
-  }
-  return out;
+    ),
+  ) as Promise<RenderedMessage[]>;
 }
 
 type CpuSample = { bench: number; sink: number; postgres?: number };

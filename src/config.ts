@@ -3,6 +3,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { LOOPBACK_TARGETS, parseAddress, parseAllowList } from './lib/net-guard.ts';
 import { loadIntakeConfig, type IntakeConfig } from './http/intake-config.ts';
+import { renderLimitsFromEnv, type RenderLimits } from './templates/limits.ts';
 
 export type Config = {
   port: number;
@@ -43,6 +44,8 @@ export type Config = {
   sendRetryDelays: number[];
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
   sendLeaseSeconds: number;
+  /** Caps on parsing and rendering templates (RENDER_* variables; templates/limits.ts). */
+  render: RenderLimits;
 };
 
 export class ConfigError extends Error {}
@@ -168,6 +171,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   const intake = loadIntakeConfig(env, (name, fallback, min, max) => int(env, name, fallback, min, max), (m) => new ConfigError(m));
+  let render: RenderLimits;
+  try {
+    render = renderLimitsFromEnv(env);
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
   return {
     intake,
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
@@ -177,5 +186,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sendRetryDelays, sendLeaseSeconds,
     webhookPausedBacklogDays,
     webhookPausedBacklogMax,
+    render,
   };
 }

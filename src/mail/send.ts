@@ -22,9 +22,8 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
-import { renderMessage } from './message.ts';
+import { RenderFailure, renderMessage } from './message.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
-import { TrackingLinks } from './tracking-links.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 
 export { SEND_PRIORITY, type Outcome } from './send-record.ts';
@@ -101,7 +100,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
   const { db, config } = deps;
   const appSecret = config.appSecret;
   if (!appSecret) throw new Error('APP_SECRET is required to send e-mail');
-  const links = new TrackingLinks(config.publicUrl, appSecret);
+  // Rebuilt in the pool's threads (render-tasks.ts), which derive the tracking key from the secret.
+  const links = { publicUrl: config.publicUrl, appSecret };
   const allow = parseAllowList(config.allowedPrivateTargets);
 
   /**
@@ -121,9 +121,13 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
     if (contact.status !== 'active') return rec.finish({ id: row.id, status: 'cancelled', error: `contact is ${contact.status}` });
     let message;
     try {
-      message = await renderMessage({ sendLogId: row.id, contact, template, account, sendData, event, campaign, links });
+      message = await renderMessage({ sendLogId: row.id, contact, template, account, sendData, event, campaign, links }, { limits: config.render });
     } catch (err) {
-      return rec.finish({ id: row.id, status: 'failed', error: `template did not render: ${(err as Error).message}` });
+      // The template's fault (a cap, its budget, a Liquid error): this message
+      // fails, the batch and the campaign go on. Anything else (a full pool)
+      // rejects the job, which graphile-worker retries; the row stays queued.
+      if (!(err instanceof RenderFailure)) throw err;
+      return rec.finish({ id: row.id, status: 'failed', error: `template did not render: ${err.message}` });
     }
     const release = await slot(account.id);
     try {
@@ -266,7 +270,7 @@ async function reapStale(db: Db, id: string, leaseSeconds: number): Promise<void
 type Context = {
   contact: Record<string, unknown> & { status: string };
   account: Account;
-  template: { subject: string | null; content: string; alt_content: string };
+  template: { key: string; subject: string | null; content: string; alt_content: string };
   sendData: Record<string, unknown> & { open_tracking: boolean; click_tracking: boolean };
   event: { name: string; occurred_at: string; payload: Record<string, unknown> } | null;
   campaign: { id: string; name: string } | null;
@@ -280,7 +284,7 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
              'id', a.id, 'host', a.host, 'port', a.port, 'security', a.security, 'username', a.username,
              'from_email', a.from_email, 'from_name', a.from_name, 'updated_at', a.updated_at, 'status', a.status) END AS account,
            CASE WHEN t.id IS NULL THEN NULL ELSE jsonb_build_object(
-             'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) END AS template,
+             'key', t.id || '@' || t.updated_at, 'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) END AS template,
            s.send_data,
            CASE WHEN e.id IS NULL THEN NULL ELSE jsonb_build_object(
              'name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload)) END AS event,

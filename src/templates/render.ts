@@ -1,14 +1,50 @@
 // The one Liquid engine of the service: templates are checked at create time
 // with the same engine (same options, same tags and filters) that renders them
 // at send time, so a template that was accepted always parses when it is sent.
-import { compile } from 'html-to-text';
-import { Liquid, LiquidError } from 'liquidjs';
+//
+// It runs inside the untrusted pool's threads (untrusted/render-tasks.ts),
+// never on an event loop that answers requests, and every cap of limits.ts is
+// enforced here, so no caller can forget one:
+// - parsing is linear (LinearParser) and block nesting is capped;
+// - every character a render writes is counted, including text written into a
+//   `capture` and values stored by `assign` (liquidjs's memoryLimit counts
+//   filter results but neither of those: a doubling capture reached 167
+//   million characters);
+// - loop iterations are counted, and a `(1..N)` range larger than the loop cap
+//   is refused before liquidjs builds the array (a 100-million range slipped
+//   under memoryLimit and cost 2.5 GB).
+import {
+  AssignTag,
+  Context,
+  ForTag,
+  Liquid,
+  LiquidError,
+  Parser,
+  TablerowTag,
+  Tokenizer,
+  TypeGuards,
+  evalToken,
+  toValue,
+  type Emitter,
+  type Template,
+  type TopLevelToken,
+} from 'liquidjs';
 import type { ErrorDetail } from '../http/errors.ts';
+import { htmlToText } from './html-text.ts';
+import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from './limits.ts';
 
 // Tags that read other templates from a file system. A team's template must not
 // reach files on the server (`{% include "/etc/passwd" %}`), so they are refused
 // at parse time (422 at create) rather than failing at send time.
 const FILE_TAGS = ['include', 'render', 'layout'];
+
+/** A template or render over one of the caps of limits.ts: the template's fault, reported as such (422, or a failed message). */
+export class TemplateLimitError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TemplateLimitError';
+  }
+}
 
 export const liquid = new Liquid({
   // An unknown filter is a typo (`defualt`), not something to skip silently.
@@ -17,11 +53,9 @@ export const liquid = new Liquid({
   ownPropertyOnly: true,
   // No file system: an empty in-memory template map.
   templates: {},
-  // Content is at most 1 MiB (+ subject and alt content); the limits bound what
-  // a hostile template can cost one render (decided: 1 s and 100 MB of objects).
-  parseLimit: 4 * 1024 * 1024,
-  renderLimit: 1_000,
-  memoryLimit: 100 * 1024 * 1024,
+  // Per-render defaults; renderParsed passes the message's own deadline.
+  renderLimit: DEFAULT_RENDER_LIMITS.renderBudgetMs,
+  memoryLimit: LIQUID_MEMORY_UNITS,
 });
 for (const name of FILE_TAGS) {
   liquid.registerTag(name, {
@@ -34,23 +68,242 @@ for (const name of FILE_TAGS) {
   });
 }
 
+// ---- What one render may still spend ----------------------------------------
+
+class RenderBudget {
+  private written = 0;
+  private iterations = 0;
+  private readonly limits: RenderLimits;
+  constructor(limits: RenderLimits) {
+    this.limits = limits;
+  }
+  write(chars: number): void {
+    this.written += chars;
+    if (this.written > this.limits.maxOutputChars) {
+      throw new TemplateLimitError(
+        `renders more than ${this.limits.maxOutputChars} characters (text written into capture and assign counts too)`,
+      );
+    }
+  }
+  loop(count: number): void {
+    this.iterations += count;
+    if (this.iterations > this.limits.maxLoopIterations) {
+      throw new TemplateLimitError(`runs more than ${this.limits.maxLoopIterations} loop iterations`);
+    }
+  }
+  range(size: number): void {
+    if (size > this.limits.maxLoopIterations) {
+      throw new TemplateLimitError(`uses a range of ${size} items; at most ${this.limits.maxLoopIterations} are allowed`);
+    }
+  }
+}
+
+const budgets = new WeakMap<Context, RenderBudget>();
+function budgetOf(ctx: Context): RenderBudget {
+  let b = budgets.get(ctx);
+  if (!b) budgets.set(ctx, (b = new RenderBudget(DEFAULT_RENDER_LIMITS)));
+  return b;
+}
+
+function stringify(value: unknown): string {
+  const v = toValue(value);
+  if (typeof v === 'string') return v;
+  if (v === null || v === undefined) return '';
+  if (Array.isArray(v)) return v.map(stringify).join('');
+  return String(v);
+}
+
+/** liquidjs's SimpleEmitter, counting: every top-level render and every `capture` gets one. */
+class CountingEmitter implements Emitter {
+  buffer = '';
+  private readonly budget: RenderBudget;
+  constructor(budget: RenderBudget) {
+    this.budget = budget;
+  }
+  write(html: unknown): void {
+    const s = stringify(html);
+    this.budget.write(s.length);
+    this.buffer += s;
+  }
+}
+
+// Bodies of `for` and `tablerow`: one renderTemplates call on them is one iteration.
+const loopBodies = new WeakSet<Template[]>();
+
+// liquidjs has no option to supply the emitter of nested renders (capture
+// makes its own SimpleEmitter) nor a per-iteration hook, but every block,
+// capture and loop body goes through renderer.renderTemplates: wrapping that
+// one method counts all output and all iterations.
+const baseRenderTemplates = liquid.renderer.renderTemplates.bind(liquid.renderer);
+liquid.renderer.renderTemplates = function* (templates: Template[], ctx: Context, emitter?: Emitter) {
+  const budget = budgetOf(ctx);
+  if (loopBodies.has(templates)) budget.loop(1);
+  return yield* baseRenderTemplates(templates, ctx, emitter ?? new CountingEmitter(budget));
+};
+
+/** A `(a..b)` collection is sized from its bounds before liquidjs allocates it. */
+function* checkRange(token: unknown, ctx: Context): Generator<unknown, void, unknown> {
+  if (!TypeGuards.isRangeToken(token)) return;
+  const low = Number(toValue(yield evalToken(token.lhs, ctx)));
+  const high = Number(toValue(yield evalToken(token.rhs, ctx)));
+  budgetOf(ctx).range(Number.isFinite(high - low) ? Math.max(0, high - low + 1) : Infinity);
+}
+
+class CountedFor extends ForTag {
+  constructor(...args: ConstructorParameters<typeof ForTag>) {
+    super(...args);
+    loopBodies.add(this.templates);
+  }
+  override *render(ctx: Context, emitter: Emitter): Generator<unknown, void | string, Template[]> {
+    yield* checkRange(this.collection, ctx) as Generator<unknown, void, Template[]>;
+    return yield* super.render(ctx, emitter);
+  }
+}
+
+class CountedTablerow extends TablerowTag {
+  constructor(...args: ConstructorParameters<typeof TablerowTag>) {
+    super(...args);
+    loopBodies.add(this.templates);
+  }
+  override *render(ctx: Context, emitter: Emitter): Generator<unknown, void, unknown> {
+    yield* checkRange(this.collection, ctx);
+    yield* super.render(ctx, emitter);
+  }
+}
+
+class CountedAssign extends AssignTag {
+  override *render(ctx: Context): Generator<unknown, void, unknown> {
+    yield* super.render(ctx);
+    const value = toValue(ctx.bottom()[(this as unknown as { key: string }).key]);
+    if (typeof value === 'string' || Array.isArray(value)) budgetOf(ctx).write(value.length);
+  }
+}
+
+liquid.registerTag('for', CountedFor);
+liquid.registerTag('tablerow', CountedTablerow);
+liquid.registerTag('assign', CountedAssign);
+
+// ---- Parsing ----------------------------------------------------------------
+
+/**
+ * liquidjs consumes its token list with Array#shift, which V8 does in
+ * constant time only for small arrays; past about 16,000 tokens every shift
+ * copies the rest, so a 1 MiB template of `{{ x }}` took 17 s to parse. The
+ * parser only ever calls `shift()` and reads `length` on that list (top level,
+ * ParseStream, capture, raw, block, the `liquid` tag), so a cursor over the
+ * array is a drop-in, linear replacement; there is no option for it.
+ */
+class TokenQueue {
+  private next = 0;
+  private readonly items: TopLevelToken[];
+  constructor(items: TopLevelToken[]) {
+    this.items = items;
+  }
+  get length(): number {
+    return this.items.length - this.next;
+  }
+  shift(): TopLevelToken | undefined {
+    return this.next < this.items.length ? this.items[this.next++] : undefined;
+  }
+}
+const asQueue = (tokens: TopLevelToken[]) => (Array.isArray(tokens) ? (new TokenQueue(tokens) as unknown as TopLevelToken[]) : tokens);
+
+class LinearParser extends Parser {
+  override parseTokens(tokens: TopLevelToken[]): Template[] {
+    return super.parseTokens(asQueue(tokens));
+  }
+  override parseStream(tokens: TopLevelToken[]) {
+    return super.parseStream(asQueue(tokens));
+  }
+}
+
+const BLOCK_TAGS = new Set(['if', 'unless', 'for', 'case', 'capture', 'tablerow', 'comment', 'raw', 'block']);
+
+/** One pass over the tokens: blocks nested deeper than the cap are refused before the (recursive) parser sees them. */
+function checkNesting(tokens: TopLevelToken[]): void {
+  const open: string[] = [];
+  for (const token of tokens) {
+    if (!TypeGuards.isTagToken(token)) continue;
+    const name = token.name;
+    if (BLOCK_TAGS.has(name)) {
+      open.push(name);
+      if (open.length > LIQUID_MAX_NESTING) {
+        throw new TemplateLimitError(`blocks are nested more than ${LIQUID_MAX_NESTING} deep (line ${token.getPosition()[0]})`);
+      }
+    } else if (name.startsWith('end')) {
+      const at = open.lastIndexOf(name.slice(3));
+      if (at !== -1) open.length = at;
+    }
+  }
+}
+
+let parses = 0;
+/** Templates parsed by this thread since it started (tests check the compiled-template cache with it). */
+export const parseCount = () => parses;
+
+/** Parses one template with every parse-time cap; throws LiquidError (syntax) or TemplateLimitError. */
+export function parseTemplate(text: string): Template[] {
+  if (text.length > TEMPLATE_MAX_CHARS) throw new TemplateLimitError(`is longer than ${TEMPLATE_MAX_CHARS} characters`);
+  parses++;
+  const o = liquid.options;
+  const tokens = new Tokenizer(text, o.operators, undefined, undefined, o.groupedExpressions).readTopLevelTokens(o);
+  checkNesting(tokens);
+  return new LinearParser(liquid).parseTokens(tokens);
+}
+
+/** Renders parsed templates synchronously (a pool thread has nothing else to do) under the limits, by `deadline` (ms, performance.now()). */
+export function renderParsed(
+  templates: Template[],
+  variables: Record<string, unknown>,
+  limits: RenderLimits = DEFAULT_RENDER_LIMITS,
+  deadline = performance.now() + limits.renderBudgetMs,
+): string {
+  const ctx = new Context(variables, liquid.options, {
+    sync: true,
+    renderLimit: Math.max(1, deadline - performance.now()),
+    memoryLimit: LIQUID_MEMORY_UNITS,
+  }, { liquid });
+  budgets.set(ctx, new RenderBudget(limits));
+  return liquid.renderSync(templates, ctx) as string;
+}
+
+// liquidjs's own limits (memoryLimit, renderLimit) fail with these messages: caps like ours.
+const LIQUID_LIMITS: Record<string, string> = {
+  'memory alloc limit exceeded': `builds more than ${LIQUID_MEMORY_UNITS} characters or items with filters and ranges`,
+  'template render limit exceeded': 'took longer than its render budget',
+};
+
+/** The cap error behind a (possibly wrapped) liquidjs error, if any. */
+export function limitErrorOf(err: unknown): TemplateLimitError | undefined {
+  let e = err as { originalError?: unknown; message?: unknown } | undefined;
+  for (let i = 0; i < 5 && e; i++) {
+    if (e instanceof TemplateLimitError) return e;
+    const liquidLimit = typeof e.message === 'string' ? LIQUID_LIMITS[e.message] : undefined;
+    if (liquidLimit && !(e instanceof LiquidError)) return new TemplateLimitError(liquidLimit);
+    e = e.originalError as typeof e;
+  }
+  return undefined;
+}
+
 /** `ParseError: tag {% if x %} not closed, line:3, col:1` → line 3, `tag {% if x %} not closed`. */
-function describeLiquidError(err: unknown): string {
+export function describeLiquidError(err: unknown, kind = 'syntax'): string {
+  const limit = limitErrorOf(err);
+  if (limit) return `template ${limit.message}`;
   if (err instanceof LiquidError) {
     const [line] = err.token?.getPosition?.() ?? [];
     const text = (err.originalError?.message ?? err.message).replace(/, line:\d+, col:\d+$/, '');
-    return line ? `Liquid syntax error at line ${line}: ${text}` : `Liquid syntax error: ${text}`;
+    return line ? `Liquid ${kind} error at line ${line}: ${text}` : `Liquid ${kind} error: ${text}`;
   }
-  return `Liquid syntax error: ${(err as Error)?.message ?? String(err)}`;
+  return `Liquid ${kind} error: ${(err as Error)?.message ?? String(err)}`;
 }
 
-/** Parses each given field with the engine; one detail per field that does not parse. */
+/** Parses each given field with the engine; one detail per field that does not parse or is over a cap. */
 export function checkLiquidSyntax(fields: Record<string, string | undefined>): ErrorDetail[] {
   const details: ErrorDetail[] = [];
   for (const [field, text] of Object.entries(fields)) {
     if (text === undefined) continue;
     try {
-      liquid.parse(text);
+      parseTemplate(text);
     } catch (err) {
       details.push({ field, message: describeLiquidError(err) });
     }
@@ -58,23 +311,12 @@ export function checkLiquidSyntax(fields: Record<string, string | undefined>): E
   return details;
 }
 
-// Headings are not upper-cased: that would turn `{{ contact.first_name }}` into
-// `{{ CONTACT.FIRST_NAME }}`. Lines are not wrapped: wrapping could split a
-// quoted string inside `{{ … | default: "two words" }}`.
-const htmlToText = compile({
-  wordwrap: false,
-  selectors: [
-    ...['h1', 'h2', 'h3', 'h4', 'h5', 'h6'].map((selector) => ({ selector, options: { uppercase: false } })),
-    { selector: 'img', format: 'skip' },
-  ],
-});
-
 /** Plain-text alternative of an HTML template; the Liquid markup passes through as text. */
 export function deriveAltContent(html: string): string {
   return htmlToText(html);
 }
 
-/** Renders a stored template string with the given variables (`contact`, `unsubscribe_url`, …). */
-export async function renderTemplate(text: string, variables: Record<string, unknown>): Promise<string> {
-  return liquid.parseAndRender(text, variables);
+/** Parses and renders a template string with the given variables, under the default limits (tests; the pool tasks cache the parse). */
+export async function renderTemplate(text: string, variables: Record<string, unknown>, limits?: RenderLimits): Promise<string> {
+  return renderParsed(parseTemplate(text), variables, limits);
 }

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
 import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { deleteTemplate, findTemplate, insertTemplate, listTemplates, type TemplateRow } from './queries.ts';
-import { checkLiquidSyntax, deriveAltContent } from './render.ts';
+import { checkTemplate } from './check.ts';
 import {
   CreateTemplateBody,
   ListTemplatesQuery,
@@ -54,9 +54,11 @@ export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Create a template',
         description:
           'Creates a private HTML template. `content`, `subject` and `alt_content` are Liquid templates, checked at create time ' +
-          '(a syntax error is 422 with its line). `alt_content` is derived from `content` when absent.',
+          '(a syntax error is 422 with its line). A template over a rendering limit (output size, counting `capture` and ' +
+          '`assign`; loop iterations and range size; nesting; time) is 422 naming the field. `alt_content` is derived from ' +
+          '`content` when absent.',
         body: CreateTemplateBody,
-        response: withErrors({ 201: TemplateResponse }),
+        response: withErrors({ 201: TemplateResponse }, [503]),
       },
     },
     async (request, reply) => {
@@ -71,19 +73,14 @@ export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       });
       if (body.name.trim() === '') details.push({ field: 'name', message: 'must not be blank' });
       if (body.subject !== undefined && /[\r\n]/.test(body.subject)) details.push({ field: 'subject', message: 'must be one line' });
-      details.push(...checkLiquidSyntax({ content: body.content, subject: body.subject, alt_content: body.alt_content }));
+      // Parse, caps, trial render and alt_content derivation: in the untrusted pool, off this event loop.
+      const checked = await checkTemplate(
+        { content: body.content, subject: body.subject, alt_content: body.alt_content },
+        { deriveAlt: true, limits: app.deps.config.render },
+      );
+      details.push(...checked.details);
       if (details.length) throw validationFailed(details);
-
-      let altContent = body.alt_content;
-      if (altContent === undefined) {
-        altContent = deriveAltContent(body.content);
-        const derived = checkLiquidSyntax({ alt_content: altContent });
-        if (derived.length) {
-          throw validationFailed(
-            derived.map((d) => ({ field: 'alt_content', message: `derived from content: ${d.message}; send alt_content explicitly` })),
-          );
-        }
-      }
+      const altContent = checked.altContent ?? body.alt_content ?? '';
 
       const row = await insertTemplate(app.deps.db, request.auth!.teamId, {
         name: body.name.trim(),

@@ -8,3 +8,5 @@ export function ping(input: unknown): unknown {
   return input;
 }
 export { parseJson } from './json-task.ts';
+
+export { checkTemplate, renderMessage, renderStats } from './render-tasks.ts';

@@ -1,0 +1,106 @@
+// Template create refuses a template over any render cap with 422 naming the
+// field, writes nothing, and checks it off the API's event loop (issue 12).
+import assert from 'node:assert/strict';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { after, before, describe, test } from 'node:test';
+import { DEFAULT_RENDER_LIMITS } from '../../src/templates/limits.ts';
+import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+
+describe('templates: render caps at create', () => {
+  let t: TestApp;
+  let key: string;
+  let teamId: string;
+  before(async () => {
+    // A short parse budget, so the time cap can be shown with a template that is merely slow.
+    t = await buildTestApp({ config: { render: { ...DEFAULT_RENDER_LIMITS, parseBudgetMs: 300 } } });
+    ({ key, teamId } = await makeTeam(t.database.db));
+  });
+  after(() => t.close());
+
+  const create = (body: Record<string, unknown>) =>
+    t.app.inject({
+      method: 'POST',
+      url: '/public/v1/email/templates',
+      headers: { 'x-api-key': key },
+      payload: { name: 'n', content_type: 'html', ...body },
+    });
+  const count = async () =>
+    Number((await t.database.db.selectFrom('templates').select((eb) => eb.fn.countAll().as('n')).where('team_id', '=', teamId).executeTakeFirstOrThrow()).n);
+
+  const overCap: [string, Record<string, unknown>, string, RegExp][] = [
+    ['content over 1 MiB', { content: 'x'.repeat(1024 * 1024 + 1) }, 'content', /1048576/],
+    [
+      'a doubling capture',
+      { content: '{% capture a %}0123456789abcdef{% endcapture %}' + '{% capture a %}{{ a }}{{ a }}{% endcapture %}'.repeat(30) },
+      'content',
+      /renders more than 4194304 characters/,
+    ],
+    ['a doubling assign', { content: '{% assign a = "0123456789abcdef" %}' + '{% assign a = a | append: a %}'.repeat(30) }, 'content', /renders more than/],
+    ['a huge range', { content: '{% for i in (1..100000000) %}{% endfor %}' }, 'content', /range of 100000000 items/],
+    ['a huge range in the subject', { content: '<p>x</p>', subject: '{% for i in (1..100000000) %}{% endfor %}' }, 'subject', /range/],
+    ['a huge range in alt_content', { content: '<p>x</p>', alt_content: '{% assign r = (1..100000000) %}' }, 'alt_content', /builds more than/],
+    ['nested loops', { content: '{% for i in (1..1000) %}{% for j in (1..1000) %}{% endfor %}{% endfor %}' }, 'content', /loop iterations/],
+    ['deep nesting', { content: '{% if a %}'.repeat(5000) + '{% endif %}'.repeat(5000) }, 'content', /nested more than 100 deep/],
+    ['a parse over its time budget (300 ms here)', { content: '{{ x }}'.repeat(140_000) }, 'content', /ms to parse; at most 300 ms/],
+  ];
+  for (const [name, body, field, message] of overCap) {
+    test(`${name}: 422 naming ${field}, nothing written`, async () => {
+      const before = await count();
+      const started = performance.now();
+      const res = await create(body);
+      assert.equal(res.statusCode, 422, res.body.slice(0, 500));
+      const error = res.json().error;
+      assert.equal(error.code, 'VALIDATION_FAILED');
+      const detail = error.details.find((d: { field: string }) => d.field === field);
+      assert.ok(detail, JSON.stringify(error.details));
+      assert.match(detail.message, message);
+      assert.ok(performance.now() - started < 10_000, `took ${performance.now() - started} ms`);
+      assert.equal(await count(), before);
+    });
+  }
+
+  test('a render over its time budget: 422 naming content', async () => {
+    // A loop cap high enough that time runs out first (200 ms here).
+    const d = await buildTestApp({ database: t.database, config: { render: { ...DEFAULT_RENDER_LIMITS, renderBudgetMs: 200, maxLoopIterations: 50_000_000 } } });
+    after(() => d.app.close());
+    const res = await d.app.inject({
+      method: 'POST',
+      url: '/public/v1/email/templates',
+      headers: { 'x-api-key': key },
+      payload: { name: 'slow', content_type: 'html', content: '{% for i in (1..5000000) %}{% assign x = i | plus: 1 %}{% endfor %}' },
+    });
+    assert.equal(res.statusCode, 422, res.body);
+    assert.deepEqual(res.json().error.details, [{ field: 'content', message: 'template took longer than its render budget' }]);
+  });
+
+  test('a template whose cost depends on the contact is accepted (its caps hold at send time)', async () => {
+    const res = await create({ content: '{% if contact.first_name == "boom" %}{% for i in (1..100000000) %}{% endfor %}{% endif %}<p>ok</p>' });
+    assert.equal(res.statusCode, 201, res.body);
+  });
+
+  test("the API's event loop stays free while hostile templates are checked", async () => {
+    // Default budgets here: a 1 MiB template may take a second or two to parse on a busy machine.
+    const d = await buildTestApp({ database: t.database });
+    after(() => d.app.close());
+    const create = (body: Record<string, unknown>) =>
+      d.app.inject({
+        method: 'POST',
+        url: '/public/v1/email/templates',
+        headers: { 'x-api-key': key },
+        payload: { name: 'n', content_type: 'html', ...body },
+      });
+    const hostile = { content: '{% capture a %}0123456789abcdef{% endcapture %}' + '{% capture a %}{{ a }}{{ a }}{% endcapture %}'.repeat(30) };
+    const big = { content: '{{ x }}'.repeat(70_000) }; // 490 KB of tags: seconds of parsing before the fix, now in the pool
+    const h = monitorEventLoopDelay({ resolution: 10 });
+    h.enable();
+    for (let i = 0; i < 4; i++) {
+      const [a, b] = await Promise.all([create(hostile), create(big)]);
+      assert.equal(a.statusCode, 422);
+      assert.equal(b.statusCode, 201, b.body.slice(0, 300));
+    }
+    h.disable();
+    const maxMs = h.max / 1e6;
+    // inject() itself serialises and parses a 490 KB body on this loop; the Liquid work is elsewhere (was seconds).
+    assert.ok(maxMs < 500, `event-loop delay max ${maxMs.toFixed(0)} ms`);
+  });
+});
