@@ -33,6 +33,12 @@ export type Config = {
   sendRetryDelays: number[];
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
   sendLeaseSeconds: number;
+  /** Tags one contact may hold in total (an upsert that would pass it is refused). */
+  contactMaxTags: number;
+  /** Hit rows stored per message; past it hits only raise the message's raw totals. */
+  trackingMaxHitsPerMessage: number;
+  /** Invalid or unknown tracking links answered per client IP and minute before a bare 429. */
+  trackingBadLinksPerMinute: number;
 };
 
 export class ConfigError extends Error {}
@@ -129,10 +135,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookConcurrency = int(env, 'WEBHOOK_CONCURRENCY', 100, 1, 10_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
+  const contactMaxTags = int(env, 'CONTACT_MAX_TAGS', 100, 1, 10_000);
+  const trackingMaxHitsPerMessage = int(env, 'TRACKING_MAX_HITS_PER_MESSAGE', 1000, 0, 1_000_000);
+  const trackingBadLinksPerMinute = int(env, 'TRACKING_BAD_LINKS_PER_MINUTE', 60, 1, 1_000_000);
   return {
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, webhookAllowedTargets, webhookConcurrency,
     sendRetryDelays, sendLeaseSeconds,
+    contactMaxTags, trackingMaxHitsPerMessage, trackingBadLinksPerMinute,
   };
 }

@@ -5,19 +5,44 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type NewEvent } from '../events/emit.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
+import { validationFailed } from '../http/errors.ts';
 import type { ContactInputT } from './schemas.ts';
 
 /** A validated, normalised contact: only the keys the client sent (absent keeps, null clears). */
 export type ContactPatch = { email: string; tags: string[] } & Record<string, unknown>;
 
+/** Where an address's tag problems are reported: `tags` for one upsert, `contacts[i].tags` in a bulk. */
+export type TagField = (index: number) => string;
+export const bulkTagField: TagField = (i) => `contacts[${i}].tags`;
+
+export type NormalisedContacts = {
+  patches: ContactPatch[];
+  /** The request index where each address first appears, for error details. */
+  firstIndex: Map<string, number>;
+};
+
+const tooManyTags = (n: number, max: number) =>
+  `the contact would have ${n} tags; at most ${max} tags per contact (CONTACT_MAX_TAGS)`;
+
 /**
  * Normalises inputs (nested custom_fields, trimmed lower-case e-mail, upper-case
  * country, request tags added) and merges duplicates of one address, later
- * fields winning and tags accumulating.
+ * fields winning and tags accumulating. The tags of an address are a Set, so
+ * 1,000 copies of one contact merge in linear time (an array lookup per tag
+ * was quadratic: 1,000 copies of 100 tags took 8.7 s). An address whose
+ * request tags alone pass `maxTags` is refused here, before any SQL.
  */
-export function toPatches(contacts: ContactInputT[], requestTags: string[] = []): ContactPatch[] {
-  const byEmail = new Map<string, ContactPatch>();
-  for (const c of contacts) {
+export function normaliseContacts(
+  contacts: ContactInputT[],
+  requestTags: string[] = [],
+  opts: { maxTags?: number; field?: TagField } = {},
+): NormalisedContacts {
+  const maxTags = opts.maxTags ?? Infinity;
+  const field = opts.field ?? bulkTagField;
+  const byEmail = new Map<string, { patch: ContactPatch; tags: Set<string> }>();
+  const firstIndex = new Map<string, number>();
+  const shared = requestTags.map((t) => t.trim());
+  contacts.forEach((c, index) => {
     const patch: Record<string, unknown> = {};
     const nested = (c.custom_fields ?? {}) as Record<string, unknown>;
     for (const [k, v] of Object.entries(nested)) if (CUSTOM_FIELD_NAMES.has(k)) patch[k] = v;
@@ -27,16 +52,30 @@ export function toPatches(contacts: ContactInputT[], requestTags: string[] = [])
     }
     if (typeof patch.country_code === 'string') patch.country_code = patch.country_code.toUpperCase();
     const email = c.email.trim().toLowerCase();
-    const tags = [...(c.tags ?? []), ...requestTags].map((t) => t.trim());
-    const prev = byEmail.get(email);
-    if (prev) {
-      Object.assign(prev, patch);
-      for (const t of tags) if (!prev.tags.includes(t)) prev.tags.push(t);
-    } else {
-      byEmail.set(email, { ...patch, email, tags: [...new Set(tags)] });
+    let entry = byEmail.get(email);
+    if (entry) Object.assign(entry.patch, patch);
+    else {
+      entry = { patch: { ...patch, email, tags: [] }, tags: new Set() };
+      byEmail.set(email, entry);
+      firstIndex.set(email, index);
     }
+    for (const t of c.tags ?? []) entry.tags.add(t.trim());
+    for (const t of shared) entry.tags.add(t);
+  });
+  const details = [];
+  const patches: ContactPatch[] = [];
+  for (const [email, { patch, tags }] of byEmail) {
+    if (tags.size > maxTags) details.push({ field: field(firstIndex.get(email)!), message: tooManyTags(tags.size, maxTags) });
+    patch.tags = [...tags];
+    patches.push(patch);
   }
-  return [...byEmail.values()];
+  if (details.length > 0) throw validationFailed(details, 'too many tags for a contact');
+  return { patches, firstIndex };
+}
+
+/** normaliseContacts without the index map (no tag cap unless given). */
+export function toPatches(contacts: ContactInputT[], requestTags: string[] = [], opts: { maxTags?: number; field?: TagField } = {}): ContactPatch[] {
+  return normaliseContacts(contacts, requestTags, opts).patches;
 }
 
 const valueOf = (f: { name: string; kind: string }) =>
@@ -54,6 +93,17 @@ const EVENT_COLUMNS = 'id, email, first_name, last_name, phone, foreign_id, coun
 // The addresses also come as an array ($3): \`email = ANY($3)\` makes the planner
 // probe the (team_id, email) index, where the join on the JSON input chose a hash
 // join over every row of the team (11 ms per batch at 0 rows, 120 ms at 150,000).
+// Stored tags first, then the new ones in request order, each once. Hashing
+// (GROUP BY, EXCEPT) instead of \`t <> ALL (k.tags)\` or \`@>\`, which compare
+// every pair: linear in the tags, not quadratic.
+const MERGED_TAGS = `ARRAY(
+      SELECT m.t FROM (
+        SELECT u.t, min(u.o) AS o FROM (
+          SELECT a.t, a.o FROM unnest(k.tags) WITH ORDINALITY AS a(t, o)
+          UNION ALL SELECT b.t, cardinality(k.tags) + b.o FROM unnest(i.tags) WITH ORDINALITY AS b(t, o)
+        ) u GROUP BY u.t
+      ) m ORDER BY m.o)`;
+
 const UPSERT_SQL = `
 WITH input AS (
   SELECT p, p->>'email' AS email, ARRAY(SELECT jsonb_array_elements_text(p->'tags')) AS tags
@@ -71,12 +121,12 @@ ins AS (
 upd AS (
   UPDATE contacts k SET
     ${CONTACT_FIELDS.map((f) => `${f.name} = ${keptOrNew(f)}`).join(',\n    ')},
-    tags = k.tags || ARRAY(SELECT t FROM unnest(i.tags) AS t WHERE t <> ALL (k.tags)),
+    tags = ${MERGED_TAGS},
     updated_at = now()
   FROM input i
   WHERE k.team_id = $1::uuid AND k.email = ANY ($3::text[]) AND k.email = i.email
     AND ((${names.map((n) => `k.${n}`).join(', ')}) IS DISTINCT FROM (${CONTACT_FIELDS.map(keptOrNew).join(', ')})
-         OR NOT k.tags @> i.tags)
+         OR EXISTS (SELECT unnest(i.tags) EXCEPT SELECT unnest(k.tags)))
   RETURNING ${EVENT_COLUMNS.split(', ').map((c) => `k.${c}`).join(', ')}
 ),
 pre AS (
@@ -85,6 +135,46 @@ pre AS (
 SELECT 'created' AS outcome, ins.* FROM ins
 UNION ALL SELECT 'updated', upd.* FROM upd
 UNION ALL SELECT 'pre', NULL, pre.email, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM pre`;
+
+// The tags each existing contact would have after the merge, read under a
+// row lock (in address order, as the upsert writes) so that two concurrent
+// upserts cannot each stay under the cap and pass it together.
+const TAG_COUNT_SQL = `
+WITH input AS (
+  SELECT x.email, ARRAY(SELECT jsonb_array_elements_text(x.tags)) AS tags
+  FROM jsonb_to_recordset($2::jsonb) AS x(email text, tags jsonb)
+)
+SELECT k.email,
+       (SELECT count(*) FROM (SELECT unnest(i.tags) EXCEPT SELECT unnest(k.tags)) n)::int AS added,
+       cardinality(k.tags) AS stored
+FROM contacts k JOIN input i ON i.email = k.email
+WHERE k.team_id = $1::uuid AND k.email = ANY ($3::text[])
+-- Byte order, as the caller's sort (addresses are ASCII): locks taken in one order.
+ORDER BY k.email COLLATE "C"
+FOR UPDATE OF k`;
+
+/**
+ * Refuses (422, nothing written: the caller's transaction rolls back) an upsert
+ * that would take an existing contact past the tag cap. A contact already over
+ * it (from before the cap, or a lowered cap) can still be updated as long as
+ * no tag is added.
+ */
+async function checkTagCap(tx: Transaction<Database>, teamId: string, patches: ContactPatch[], cap: TagCap): Promise<void> {
+  const tagged = patches.filter((p) => p.tags.length > 0);
+  if (tagged.length === 0 || cap.maxTags === Infinity) return;
+  const input = JSON.stringify(tagged.map((p) => ({ email: p.email, tags: p.tags })));
+  const { rows } = await tx.executeQuery<{ email: string; added: number; stored: number }>(
+    CompiledQuery.raw(TAG_COUNT_SQL, [teamId, input, tagged.map((p) => p.email)]),
+  );
+  const details = rows
+    .filter((r) => r.added > 0 && r.stored + r.added > cap.maxTags)
+    .map((r) => ({ index: cap.firstIndex?.get(r.email) ?? 0, total: r.stored + r.added }))
+    .sort((a, b) => a.index - b.index)
+    .map((r) => ({ field: (cap.field ?? bulkTagField)(r.index), message: tooManyTags(r.total, cap.maxTags) }));
+  if (details.length > 0) throw validationFailed(details, 'too many tags for a contact');
+}
+
+export type TagCap = { maxTags: number; firstIndex?: Map<string, number>; field?: TagField };
 
 type SavedRow = {
   outcome: 'created' | 'updated' | 'pre';
@@ -115,7 +205,12 @@ async function upsertOnce(tx: Transaction<Database>, teamId: string, patches: Co
 }
 
 /** Upserts a batch (already merged: one patch per address) and emits contact.saved for real changes. */
-export async function upsertContacts(tx: Transaction<Database>, teamId: string, patches: ContactPatch[]): Promise<UpsertResult> {
+export async function upsertContacts(
+  tx: Transaction<Database>,
+  teamId: string,
+  patches: ContactPatch[],
+  cap: TagCap = { maxTags: Infinity },
+): Promise<UpsertResult> {
   const created: SavedRow[] = [];
   const updated: SavedRow[] = [];
   let unchanged = 0;
@@ -124,6 +219,7 @@ export async function upsertContacts(tx: Transaction<Database>, teamId: string, 
   // other instead of deadlocking (opposite orders were a 500 under concurrent
   // bulk upserts; found by the contract fuzz's concurrent bursts).
   let todo = [...patches].sort((x, y) => (x.email < y.email ? -1 : x.email > y.email ? 1 : 0));
+  await checkTagCap(tx, teamId, todo, cap);
   for (let attempt = 1; todo.length > 0; attempt++) {
     const r = await upsertOnce(tx, teamId, todo);
     created.push(...r.created);
