@@ -8,6 +8,7 @@ import { sql } from 'kysely';
 import { buildTaskList } from '../../src/tasks.ts';
 import { PIXEL_GIF } from '../../src/mail/tracking-routes.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { signedIn } from '../dashboard/session.ts';
 import { BROWSER_UA, countersOf, eventsOf, hitsOf, insertSend, pathOf, testLinks, type Send } from './fixtures.ts';
 
 const links = testLinks();
@@ -200,5 +201,19 @@ describe('tracking replay: counted once per link, verdict and hour', () => {
     } finally {
       await limited.close();
     }
+  });
+
+  test("the dashboard's contact page shows each message's counted opens and clicks beside its raw hits", async () => {
+    const { teamId, session } = await signedIn(t.app, db());
+    const send = await insertSend(db(), teamId);
+    await sql`UPDATE email_send_log SET subject = 'Spring <sale>' WHERE id = ${send.id}`.execute(db());
+    await replay(7, 3, () => get(links.openPixelUrl(send.id)));
+    await replay(3, 3, () => get(links.clickUrl(send.id, TARGET)));
+    const page = await session.get(`/contacts/${send.contactId}`);
+    assert.equal(page.statusCode, 200);
+    const row = page.body.match(/<tr><td>Spring &lt;sale&gt;<\/td>.*?<\/tr>/)?.[0];
+    assert.ok(row, 'a row for the message, subject escaped');
+    const numbers = [...row.matchAll(/<td class="num">(\d+)<\/td>/g)].map((m) => Number(m[1]));
+    assert.deepEqual(numbers, [1, 7, 1, 3], 'opens, open hits, clicks, click hits');
   });
 });
