@@ -104,6 +104,13 @@ const MERGED_TAGS = `ARRAY(
         ) u GROUP BY u.t
       ) m ORDER BY m.o)`;
 
+// Tags of the request the contact does not have yet.
+const ADDED_TAGS = `(SELECT count(*) FROM (SELECT unnest(i.tags) EXCEPT SELECT unnest(k.tags)) n)`;
+
+// The tag cap ($4) is checked by the UPDATE itself, on the row version it
+// updates (after waiting for a concurrent writer, PostgreSQL rechecks the WHERE
+// on the new version), so two concurrent upserts cannot pass it together: a
+// row over it is left alone and reported by \`pre\` (added, stored).
 const UPSERT_SQL = `
 WITH input AS (
   SELECT p, p->>'email' AS email, ARRAY(SELECT jsonb_array_elements_text(p->'tags')) AS tags
@@ -126,53 +133,18 @@ upd AS (
   FROM input i
   WHERE k.team_id = $1::uuid AND k.email = ANY ($3::text[]) AND k.email = i.email
     AND ((${names.map((n) => `k.${n}`).join(', ')}) IS DISTINCT FROM (${CONTACT_FIELDS.map(keptOrNew).join(', ')})
-         OR EXISTS (SELECT unnest(i.tags) EXCEPT SELECT unnest(k.tags)))
+         OR ${ADDED_TAGS} > 0)
+    AND NOT (${ADDED_TAGS} > 0 AND cardinality(k.tags) + ${ADDED_TAGS} > $4::int)
   RETURNING ${EVENT_COLUMNS.split(', ').map((c) => `k.${c}`).join(', ')}
 ),
 pre AS (
-  SELECT k.email FROM contacts k WHERE k.team_id = $1::uuid AND k.email = ANY ($3::text[])
+  SELECT k.email, ${ADDED_TAGS}::int AS added, cardinality(k.tags) AS stored
+  FROM contacts k JOIN input i ON i.email = k.email
+  WHERE k.team_id = $1::uuid AND k.email = ANY ($3::text[])
 )
-SELECT 'created' AS outcome, ins.* FROM ins
-UNION ALL SELECT 'updated', upd.* FROM upd
-UNION ALL SELECT 'pre', NULL, pre.email, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM pre`;
-
-// The tags each existing contact would have after the merge, read under a
-// row lock (in address order, as the upsert writes) so that two concurrent
-// upserts cannot each stay under the cap and pass it together.
-const TAG_COUNT_SQL = `
-WITH input AS (
-  SELECT x.email, ARRAY(SELECT jsonb_array_elements_text(x.tags)) AS tags
-  FROM jsonb_to_recordset($2::jsonb) AS x(email text, tags jsonb)
-)
-SELECT k.email,
-       (SELECT count(*) FROM (SELECT unnest(i.tags) EXCEPT SELECT unnest(k.tags)) n)::int AS added,
-       cardinality(k.tags) AS stored
-FROM contacts k JOIN input i ON i.email = k.email
-WHERE k.team_id = $1::uuid AND k.email = ANY ($3::text[])
--- Byte order, as the caller's sort (addresses are ASCII): locks taken in one order.
-ORDER BY k.email COLLATE "C"
-FOR UPDATE OF k`;
-
-/**
- * Refuses (422, nothing written: the caller's transaction rolls back) an upsert
- * that would take an existing contact past the tag cap. A contact already over
- * it (from before the cap, or a lowered cap) can still be updated as long as
- * no tag is added.
- */
-async function checkTagCap(tx: Transaction<Database>, teamId: string, patches: ContactPatch[], cap: TagCap): Promise<void> {
-  const tagged = patches.filter((p) => p.tags.length > 0);
-  if (tagged.length === 0 || cap.maxTags === Infinity) return;
-  const input = JSON.stringify(tagged.map((p) => ({ email: p.email, tags: p.tags })));
-  const { rows } = await tx.executeQuery<{ email: string; added: number; stored: number }>(
-    CompiledQuery.raw(TAG_COUNT_SQL, [teamId, input, tagged.map((p) => p.email)]),
-  );
-  const details = rows
-    .filter((r) => r.added > 0 && r.stored + r.added > cap.maxTags)
-    .map((r) => ({ index: cap.firstIndex?.get(r.email) ?? 0, total: r.stored + r.added }))
-    .sort((a, b) => a.index - b.index)
-    .map((r) => ({ field: (cap.field ?? bulkTagField)(r.index), message: tooManyTags(r.total, cap.maxTags) }));
-  if (details.length > 0) throw validationFailed(details, 'too many tags for a contact');
-}
+SELECT 'created' AS outcome, ins.*, NULL::int AS added, NULL::int AS stored FROM ins
+UNION ALL SELECT 'updated', upd.*, NULL, NULL FROM upd
+UNION ALL SELECT 'pre', NULL, pre.email, NULL, NULL, NULL, NULL, NULL, NULL, NULL, pre.added, pre.stored FROM pre`;
 
 export type TagCap = { maxTags: number; firstIndex?: Map<string, number>; field?: TagField };
 
@@ -187,19 +159,26 @@ type SavedRow = {
   country_code: string | null;
   created_at: Date;
   updated_at: Date;
+  /** `pre` rows: request tags the contact lacks, and the tags it has (statement snapshot). */
+  added: number | null;
+  stored: number | null;
 };
 
 export type UpsertResult = { created: SavedRow[]; updated: SavedRow[]; unchanged: number };
 
-async function upsertOnce(tx: Transaction<Database>, teamId: string, patches: ContactPatch[]) {
-  const { rows } = await tx.executeQuery<SavedRow>(CompiledQuery.raw(UPSERT_SQL, [teamId, JSON.stringify(patches), patches.map((p) => p.email)]));
+// PostgreSQL's int: "no cap" as a parameter.
+const NO_CAP = 2_147_483_647;
+
+async function upsertOnce(tx: Transaction<Database>, teamId: string, patches: ContactPatch[], maxTags: number) {
+  const params = [teamId, JSON.stringify(patches), patches.map((p) => p.email), Math.min(maxTags, NO_CAP)];
+  const { rows } = await tx.executeQuery<SavedRow>(CompiledQuery.raw(UPSERT_SQL, params));
   const created: SavedRow[] = [];
   const updated: SavedRow[] = [];
-  const pre = new Set<string>();
+  const pre = new Map<string, { added: number; stored: number }>();
   for (const r of rows) {
     if (r.outcome === 'created') created.push(r);
     else if (r.outcome === 'updated') updated.push(r);
-    else pre.add(r.email);
+    else pre.set(r.email, { added: r.added ?? 0, stored: r.stored ?? 0 });
   }
   return { created, updated, pre };
 }
@@ -219,17 +198,35 @@ export async function upsertContacts(
   // other instead of deadlocking (opposite orders were a 500 under concurrent
   // bulk upserts; found by the contract fuzz's concurrent bursts).
   let todo = [...patches].sort((x, y) => (x.email < y.email ? -1 : x.email > y.email ? 1 : 0));
-  await checkTagCap(tx, teamId, todo, cap);
+  const overCap: { email: string; total: number }[] = [];
   for (let attempt = 1; todo.length > 0; attempt++) {
-    const r = await upsertOnce(tx, teamId, todo);
+    const r = await upsertOnce(tx, teamId, todo, cap.maxTags);
     created.push(...r.created);
     updated.push(...r.updated);
-    unchanged += r.pre.size - r.updated.length;
     // An address inserted by a concurrent transaction after our snapshot was
-    // touched by neither branch; a new statement (new snapshot) sees it.
-    const done = new Set(r.created.map((c) => c.email));
-    todo = todo.filter((p) => !done.has(p.email) && !r.pre.has(p.email));
+    // touched by neither branch; a new statement (new snapshot) sees it. So
+    // is a row that was to get tags but was not updated although the snapshot
+    // had room: a concurrent writer added tags first, and the UPDATE's
+    // recheck left it alone; the new statement decides it again.
+    const done = new Set([...r.created, ...r.updated].map((c) => c.email));
+    const again = new Set<string>();
+    for (const [email, { added, stored }] of r.pre) {
+      if (done.has(email)) continue;
+      if (added > 0 && stored + added > cap.maxTags) overCap.push({ email, total: stored + added });
+      else if (added > 0) again.add(email);
+      else unchanged++;
+    }
+    todo = todo.filter((p) => !done.has(p.email) && (!r.pre.has(p.email) || again.has(p.email)));
     if (todo.length > 0 && attempt >= 3) throw new Error('contact upsert kept racing with concurrent writers');
+  }
+  if (overCap.length > 0) {
+    const field = cap.field ?? bulkTagField;
+    const details = overCap
+      .map((o) => ({ index: cap.firstIndex?.get(o.email) ?? 0, total: o.total }))
+      .sort((a, b) => a.index - b.index)
+      .map((o) => ({ field: field(o.index), message: tooManyTags(o.total, cap.maxTags) }));
+    // Thrown inside the caller's transaction: nothing of the request is kept.
+    throw validationFailed(details, 'too many tags for a contact');
   }
   const events: NewEvent[] = [...created, ...updated].map((r) => ({
     teamId,
