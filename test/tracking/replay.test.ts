@@ -72,8 +72,10 @@ describe('tracking replay: counted once per link, verdict and hour', () => {
   test('500 replayed opens: every one answered with the pixel, counted once (one event, one webhook delivery), raw total 500', async () => {
     const { teamId, send } = await setup();
     const t0 = performance.now();
+    const rss0 = process.memoryUsage.rss();
     const answers = await replay(500, 10, () => get(links.openPixelUrl(send.id)));
     const ms = performance.now() - t0;
+    const grown = (process.memoryUsage.rss() - rss0) / 2 ** 20;
     for (const res of answers) {
       assert.equal(res.statusCode, 200);
       assert.deepEqual(res.rawPayload, PIXEL_GIF);
@@ -87,6 +89,7 @@ describe('tracking replay: counted once per link, verdict and hour', () => {
     assert.equal(hits.length, 500, 'under the cap every hit is stored');
     assert.equal(hits.filter((h) => h.event_id !== null).length, 1);
     assert.ok(ms < 60_000, `500 hits took ${Math.round(ms)} ms`);
+    assert.ok(grown < 256, `the process grew by ${grown.toFixed(0)} MiB`);
   });
 
   test('500 replayed clicks of one link: 500 redirects, counted once; a second link of the message counts on its own', async () => {
