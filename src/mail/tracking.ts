@@ -254,9 +254,9 @@ const RETRYABLE = new Set(['40P01', '40001']);
 
 export async function recordHit(db: Db, hit: HitInput, limits: TrackingLimits): Promise<HitResult> {
   // Unlocked first: a repeat of a link already counted within the hour (the
-  // verdict taken from committed hits) needs no lock and no transaction. The
-  // locked path decides again from its own reads, so a race between two first
-  // hits still counts once.
+  // verdict taken from committed hits) needs neither FOR UPDATE nor the
+  // counting transaction. The locked path decides again from its own reads,
+  // so a race between two first hits still counts once.
   const peek = (await sendQuery(hit, { lock: false }).execute(db)).rows[0];
   if (!peek) return { status: 'unknown_send' };
   if (!isTracked(peek, hit.kind)) return { status: 'not_tracked' };
