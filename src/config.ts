@@ -46,6 +46,13 @@ export type Config = {
   sendLeaseSeconds: number;
   /** Caps on parsing and rendering templates (RENDER_* variables; templates/limits.ts). */
   render: RenderLimits;
+
+  /** Tags one contact may hold in total (an upsert that would pass it is refused). */
+  contactMaxTags: number;
+  /** Hit rows stored per message; past it hits only raise the message's raw totals. */
+  trackingMaxHitsPerMessage: number;
+  /** Invalid or unknown tracking links answered per client IP and minute before a bare 429. */
+  trackingBadLinksPerMinute: number;
 };
 
 export class ConfigError extends Error {}
@@ -177,6 +184,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
+  const contactMaxTags = int(env, 'CONTACT_MAX_TAGS', 100, 1, 10_000);
+  const trackingMaxHitsPerMessage = int(env, 'TRACKING_MAX_HITS_PER_MESSAGE', 1000, 0, 1_000_000);
+  const trackingBadLinksPerMinute = int(env, 'TRACKING_BAD_LINKS_PER_MINUTE', 60, 1, 1_000_000);
   return {
     intake,
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
@@ -187,5 +197,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookPausedBacklogDays,
     webhookPausedBacklogMax,
     render,
+    contactMaxTags, trackingMaxHitsPerMessage, trackingBadLinksPerMinute,
   };
 }

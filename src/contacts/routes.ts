@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import { escapeLike, pageMeta, withErrors } from '../http/schemas.ts';
-import { findContactByEmail, toPatches, unsubscribeContacts, upsertContacts } from './queries.ts';
+import { findContactByEmail, normaliseContacts, unsubscribeContacts, upsertContacts } from './queries.ts';
 import {
   BulkUnsubscribeBody,
   BulkUnsubscribeResponse,
@@ -21,6 +21,7 @@ const tags = ['contacts'];
 
 export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const db = app.deps.db;
+  const maxTags = app.deps.config.contactMaxTags;
 
   app.post(
     '/upsert',
@@ -29,16 +30,19 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags,
         summary: 'Create or update one contact',
         description:
-          'Absent fields keep their stored value, null clears one, tags are added. Never resubscribes an unsubscribed or bounced contact.',
+          'Absent fields keep their stored value, null clears one, tags are added. Never resubscribes an unsubscribed or bounced contact. ' +
+          'A contact holds at most 100 tags (configurable): an upsert that would pass the cap is refused (422) and changes nothing.',
         body: ContactInput,
         response: withErrors({ 200: UpsertResponse }),
       },
     },
     async (request) => {
       const teamId = request.auth!.teamId;
-      const [patch] = toPatches([request.body as ContactInputT]);
+      const field = () => 'tags';
+      const { patches, firstIndex } = normaliseContacts([request.body as ContactInputT], [], { maxTags, field });
+      const patch = patches[0]!;
       return db.transaction().execute(async (tx) => {
-        const result = await upsertContacts(tx, teamId, [patch]);
+        const result = await upsertContacts(tx, teamId, patches, { maxTags, firstIndex, field });
         const contact = await findContactByEmail(tx, teamId, patch.email);
         return { ok: true as const, contact: contactView(contact!) as never, created: result.created.length === 1 };
       });
@@ -52,15 +56,16 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags,
         summary: 'Create or update up to 1,000 contacts at once',
         description:
-          'Validated whole: one invalid contact rejects the request (422 listing every problem) and nothing is written. Duplicate addresses are merged, later fields winning.',
+          'Validated whole: one invalid contact rejects the request (422 listing every problem) and nothing is written. Duplicate addresses are merged, later fields winning. ' +
+          'A contact holds at most 100 tags (configurable): a contact the request would take past the cap is a 422 naming its first index, and nothing is written.',
         body: BulkUpsertBody,
         response: withErrors({ 200: BulkUpsertResponse }),
       },
     },
     async (request) => {
       const teamId = request.auth!.teamId;
-      const patches = toPatches(request.body.contacts as ContactInputT[], request.body.tags ?? []);
-      const result = await db.transaction().execute((tx) => upsertContacts(tx, teamId, patches));
+      const { patches, firstIndex } = normaliseContacts(request.body.contacts as ContactInputT[], request.body.tags ?? [], { maxTags });
+      const result = await db.transaction().execute((tx) => upsertContacts(tx, teamId, patches, { maxTags, firstIndex }));
       return {
         ok: true as const,
         summary: {

@@ -1,6 +1,7 @@
 // Contacts: e-mail prefix search with keyset paging, and one contact's fields,
-// tags, status and activity counts.
+// tags, status, activity counts and latest messages.
 import type { FastifyInstance } from 'fastify';
+import type { Db } from '../db/pool.ts';
 import { CONTACT_FIELDS } from '../contacts/fields.ts';
 import { queryField, signedIn, user, UUID_RE } from './forms.ts';
 import { pageNotFound } from './page-error.ts';
@@ -16,6 +17,25 @@ const ACTIVITY = [
   ['Hard bounces', 'hard_bounces_count', 'last_bounced_at'],
   ['Soft bounces', 'soft_bounces_count', 'last_bounced_at'],
 ] as const;
+
+export const CONTACT_MESSAGES = 20;
+
+/**
+ * The contact's latest messages with their counted opens and clicks beside the
+ * raw hits (every fetch of the pixel or a link, counted or not: a replay or a
+ * scanner shows up as many hits and one count). email_send_log_contact_idx.
+ */
+export async function contactMessages(db: Db, teamId: string, contactId: string) {
+  return db
+    .selectFrom('email_send_log')
+    .select(['id', 'subject', 'status', 'sent_at', 'created_at', 'opens_count', 'open_hits_count', 'clicks_count', 'click_hits_count'])
+    .where('team_id', '=', teamId)
+    .where('contact_id', '=', contactId)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(CONTACT_MESSAGES)
+    .execute();
+}
 
 export async function contactPages(app: FastifyInstance): Promise<void> {
   const { db } = app.deps;
@@ -46,6 +66,7 @@ export async function contactPages(app: FastifyInstance): Promise<void> {
       value: show(row[f.name]),
     }));
     const activity = ACTIVITY.map(([label, count, last]) => ({ label, count: row[count], last: row[last] }));
-    return render(request, reply, 'contact', { contact, fields, activity });
+    const messages = await contactMessages(db, user(request).teamId, contact.id);
+    return render(request, reply, 'contact', { contact, fields, activity, messages });
   });
 }

@@ -21,6 +21,17 @@ export interface TrackingHitsTable {
   created_at: Ts;
 }
 
+/** When a (message, kind, link, verdict) last counted: hits within the hour after it do not. */
+export interface TrackingCountedTable {
+  email_send_log_id: string;
+  team_id: string;
+  kind: 'open' | 'click' | 'honeypot';
+  link: string;
+  is_bot: boolean;
+  counted_at: Ts;
+}
+
 export interface TrackingTables {
   tracking_hits: TrackingHitsTable;
+  tracking_counted: TrackingCountedTable;
 }

@@ -186,6 +186,9 @@ export interface EmailSendLogTable {
   opens_count: Generated<number>;
   first_clicked_at: NullableTs;
   clicks_count: Generated<number>;
+  /** Raw hit totals: every hit, counted or not (migration 0009). */
+  open_hits_count: Generated<number>;
+  click_hits_count: Generated<number>;
   created_at: Ts;
   updated_at: Ts;
 }

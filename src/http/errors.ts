@@ -66,10 +66,23 @@ export function fieldPath(instancePath: string, extra?: string): string {
 
 type AjvIssue = { instancePath: string; keyword: string; message?: string; params: Record<string, unknown> };
 
+// An array over its maxItems is the problem; its items' own errors are noise,
+// and ajv (allErrors) reports one per item: 100,000 bad tags were a 7 MB 422.
+function underOversizedArray(issues: AjvIssue[]): (path: string) => boolean {
+  const oversized = new Set(issues.filter((e) => e.keyword === 'maxItems').map((e) => e.instancePath));
+  if (oversized.size === 0) return () => false;
+  return (path) => {
+    for (let i = path.lastIndexOf('/'); i > 0; i = path.lastIndexOf('/', i - 1)) if (oversized.has(path.slice(0, i))) return true;
+    return oversized.has('') && path !== '';
+  };
+}
+
 export function detailsFromAjv(issues: AjvIssue[], part: string | undefined): ErrorDetail[] {
   const seen = new Set<string>();
   const details: ErrorDetail[] = [];
+  const skip = underOversizedArray(issues);
   for (const e of issues) {
+    if (skip(e.instancePath)) continue;
     let field = fieldPath(e.instancePath);
     let message = e.message ?? 'is invalid';
     if (e.keyword === 'required') {

@@ -97,6 +97,28 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   const verified = (kind: LinkKind, id: string, sig: string, target = ''): boolean =>
     links !== null && UUID_RE.test(id) && links.verify(kind, id, sig, target);
+  const limits = { maxHitsPerMessage: config.trackingMaxHitsPerMessage };
+
+  // Valid links are answered and counted however often they come, from any
+  // address: mail providers fetch through shared proxies. Only links that are
+  // malformed, badly signed or name no message (someone probing) are limited
+  // per client IP; past the limit they get a bare 429 that needs neither a
+  // page nor the database, while valid links from the same address still work.
+  const badLinkLimit = app.createRateLimit({
+    max: config.trackingBadLinksPerMinute,
+    timeWindow: 60_000,
+    keyGenerator: (request) => `tracking-bad-link:${request.ip}`,
+  });
+  /** Counts a bad link against its IP; true when the 429 was sent. */
+  async function refusedAsFlood(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+    const result = await badLinkLimit(request);
+    if (result.isAllowed || !result.isExceeded) return false;
+    await reply
+      .code(429)
+      .headers({ 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', 'retry-after': String(result.ttlInSeconds) })
+      .send('Too many invalid links from this address. Try again later.\n');
+    return true;
+  }
 
   // Recipients' clients send forms, not JSON: only the bodies these pages can
   // get are parsed here, and anything else is accepted and ignored (a POST to
@@ -129,15 +151,17 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/t/o/:id/:file', { schema: { hide: true } }, async (request, reply) => {
     const { id, file } = request.params as { id: string; file: string };
     const sig = file.endsWith('.gif') ? file.slice(0, -4) : '';
-    // Always the image, valid or not: a broken image would tell a scanner
-    // (or a curious reader) which links are live, and looks broken to people.
-    if (verified('open', id, sig)) {
+    // The image, valid or not (up to the bad-link limit): a broken image
+    // would tell a curious reader which links are live, and looks broken to people.
+    let bad = !verified('open', id, sig);
+    if (!bad) {
       try {
-        await recordHit(db, hit(request, 'open', id, null));
+        bad = (await recordHit(db, hit(request, 'open', id, null), limits)).status === 'unknown_send';
       } catch (err) {
         request.log.error({ err }, 'recording an open failed');
       }
     }
+    if (bad && (await refusedAsFlood(request, reply))) return reply;
     return reply.code(200).headers(PIXEL_HEADERS).send(PIXEL_GIF);
   });
 
@@ -145,10 +169,12 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const { id, sig } = request.params as Params;
     const u = (request.query as Record<string, unknown>).u;
     // Never a redirect to anything but the exact URL we signed: no open redirect.
-    if (typeof u !== 'string' || !verified('click', id, sig, u) || !isHttpUrl(u)) return notFound(reply);
+    if (typeof u !== 'string' || !verified('click', id, sig, u) || !isHttpUrl(u)) {
+      return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
+    }
     try {
-      const result = await recordHit(db, hit(request, 'click', id, u));
-      if (result.status === 'unknown_send') return notFound(reply);
+      const result = await recordHit(db, hit(request, 'click', id, u), limits);
+      if (result.status === 'unknown_send') return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
     } catch (err) {
       // The URL is ours (signed), so the reader still gets there; only the count is lost.
       request.log.error({ err }, 'recording a click failed');
@@ -161,22 +187,24 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get('/t/h/:id/:sig', { schema: { hide: true } }, async (request, reply) => {
     const { id, sig } = request.params as Params;
-    if (verified('honeypot', id, sig)) {
+    let bad = !verified('honeypot', id, sig);
+    if (!bad) {
       try {
-        await recordHit(db, hit(request, 'honeypot', id, null));
+        bad = (await recordHit(db, hit(request, 'honeypot', id, null), limits)).status === 'unknown_send';
       } catch (err) {
         request.log.error({ err }, 'recording a honeypot hit failed');
       }
     }
+    if (bad && (await refusedAsFlood(request, reply))) return reply;
     // The same empty page whatever happened: nothing to learn, nothing to follow.
     return reply.code(200).headers(PAGE_HEADERS).send(honeypotPage());
   });
 
   app.get('/u/:id/:sig', { schema: { hide: true } }, async (request, reply) => {
     const { id, sig } = request.params as Params;
-    if (!verified('unsubscribe', id, sig)) return notFound(reply);
+    if (!verified('unsubscribe', id, sig)) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
     const send = await findSendForUnsubscribe(db, id);
-    if (!send) return notFound(reply);
+    if (!send) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
     const view = { email: send.email, teamName: send.team_name };
     const html = send.contact_status === 'unsubscribed' ? alreadyUnsubscribedPage(view) : confirmPage(view);
     return reply.code(200).headers(PAGE_HEADERS).send(html);
@@ -184,7 +212,7 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.post('/u/:id/:sig', { schema: { hide: true }, bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
     const { id, sig } = request.params as Params;
-    if (!verified('unsubscribe', id, sig)) return notFound(reply);
+    if (!verified('unsubscribe', id, sig)) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
     const oneClick = isOneClick(request.body);
     const send = await db.transaction().execute(async (tx) => {
       const found = await findSendForUnsubscribe(tx, id);
@@ -193,7 +221,7 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
       await unsubscribeContacts(tx, found.team_id, [found.email.trim().toLowerCase()], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
       return found;
     });
-    if (!send) return notFound(reply);
+    if (!send) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
     return reply.code(200).headers(PAGE_HEADERS).send(donePage({ email: send.email, teamName: send.team_name }));
   });
 };

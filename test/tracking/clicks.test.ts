@@ -104,10 +104,14 @@ describe('click redirect and honeypot', () => {
       short_link_id: null,
     });
     assert.match(String(p.clicked_at), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
-    // The same link again (a double click) is still a person.
-    await click(send.id);
-    assert.deepEqual((await eventsOf(t.database.db, teamId)).map((e) => e.name), ['email.clicked', 'email.clicked']);
-    assert.equal((await countersOf(t.database.db, send)).contact!.clicks_count, 2);
+    // The same link again (a double click) is still a person, but within the
+    // hour it does not count again: only the raw total moves.
+    assert.equal((await click(send.id)).statusCode, 302);
+    assert.deepEqual((await eventsOf(t.database.db, teamId)).map((e) => e.name), ['email.clicked']);
+    const again = await countersOf(t.database.db, send);
+    assert.deepEqual([again.log.clicks_count, again.contact!.clicks_count, again.log.click_hits_count], [1, 1, 2]);
+    const hits = await hitsOf(t.database.db, send.id);
+    assert.deepEqual(hits.map((h) => [h.is_bot, h.event_id === null]), [[false, false], [false, true]]);
   });
 
   test('click_tracking false: still redirects, records nothing', async () => {

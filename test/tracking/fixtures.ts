@@ -73,7 +73,7 @@ export async function hitsOf(db: Db, sendId: string) {
 export async function countersOf(db: Db, send: Send) {
   const log = await db
     .selectFrom('email_send_log')
-    .select(['opens_count', 'clicks_count', 'first_opened_at', 'first_clicked_at'])
+    .select(['opens_count', 'clicks_count', 'first_opened_at', 'first_clicked_at', 'open_hits_count', 'click_hits_count'])
     .where('id', '=', send.id)
     .executeTakeFirstOrThrow();
   const contact = send.contactId
