@@ -54,8 +54,8 @@ export async function run(opts: BenchOptions): Promise<void> {
   const pingRate = opts.flags['ping-rate'] ?? 200;
   const classes = parseClasses(opts.text.classes);
   const { log } = opts;
-  const pg = await opts.postgres();
-  const database = await pg.createDatabase();
+  const postgres = await opts.postgres();
+  const database = await postgres.createDatabase();
   opts.defer(() => database.drop());
   // Runs before the drop: a hostile statement can outlive its request (the
   // issue's 1,000 x 100 tags merge kept a backend busy for minutes and deaf to
@@ -229,7 +229,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   await drain(hostile, drainMs);
   const hookCount = ((await (await fetch(`${hooks.origin}/count`)).json()) as { count: number }).count;
 
-  report({ quiet, hostile, stats, classes, attackers, pingRate, service, setupNotes, hookCount, duration: opts.duration, source: pg.source, strict: !!opts.switches.strict });
+  report({ quiet, hostile, stats, classes, attackers, pingRate, service, setupNotes, hookCount, duration: opts.duration, source: postgres.source, strict: !!opts.switches.strict });
 }
 
 function parseClasses(raw: string | undefined): ClassId[] {
