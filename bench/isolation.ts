@@ -134,8 +134,10 @@ export async function run(opts: BenchOptions): Promise<void> {
 
   // A's hostile templates, stored for the send path and the dashboard preview;
   // a service that refuses them at create has closed that door (noted).
+  // alt_content given: derived from the '<a ' loop it would not parse (the
+  // tag swallows `{% endfor %}`), and the send path, not derivation, is the point.
   const stored = async (name: string, content: string) => {
-    const r = await api(keyA, '/email/templates', { name, content_type: 'html', subject: 'x', content });
+    const r = await api(keyA, '/email/templates', { name, content_type: 'html', subject: 'x', content, alt_content: 'x' });
     if (r.status === 201) return r.body.template.id as string;
     setupNotes.push(`template "${name}" refused at create: ${r.status} ${r.body?.error?.code ?? ''}`);
     return undefined;
@@ -285,12 +287,13 @@ function report(r: {
 }): void {
   const { quiet: q, hostile: h } = r;
   const ms = (x: number | undefined) => (x === undefined ? 'n/a' : fmt(x, x < 10 ? 2 : 0));
+  const sendMs = (x: PhaseResult, pc: number) => (x.send.count ? ms(x.send.percentileMs(pc)) : 'n/a (none accepted)');
   const p = (x: PhaseResult, pc: number) => x.victim.ping.percentileMs(pc);
   const s = (x: PhaseResult, pc: number) => x.send.percentileMs(pc);
   const ratio = (a: number, b: number) => (b > 0 ? a / b : Infinity);
   const goals = [
     { what: 'ping p99 hostile <= 2x quiet', ok: ratio(p(h, 99), p(q, 99)) <= GOAL_RATIO, figure: `x${fmt(ratio(p(h, 99), p(q, 99)), 2)}` },
-    { what: 'send p99 hostile <= 2x quiet', ok: ratio(s(h, 99), s(q, 99)) <= GOAL_RATIO && h.arrived === h.victim.sendSent, figure: `x${fmt(ratio(s(h, 99), s(q, 99)), 2)}` },
+    { what: 'send p99 hostile <= 2x quiet', ok: ratio(s(h, 99), s(q, 99)) <= GOAL_RATIO && h.arrived === h.victim.sendSent, figure: `x${fmt(ratio(s(h, 99), s(q, 99)), 2)}, ${h.arrived} of ${h.victim.sendSent} at the sink` },
     { what: `API RSS < ${GOAL_RSS_MIB} MiB`, ok: Math.max(q.rssMax, h.rssMax) < GOAL_RSS_MIB && !r.service.died, figure: `${fmt(Math.max(q.rssMax, h.rssMax), 0)} MiB` },
     { what: 'service alive', ok: !r.service.died, figure: r.service.died ? r.service.died.how : 'yes' },
   ];
@@ -307,8 +310,8 @@ function report(r: {
         ['ping p50 ms', ms(p(q, 50)), ms(p(h, 50)), fmt(ratio(p(h, 50), p(q, 50)), 2)],
         ['ping p99 ms', ms(p(q, 99)), ms(p(h, 99)), fmt(ratio(p(h, 99), p(q, 99)), 2)],
         ['ping answered 200 / sent', pingCount(q), pingCount(h), ''],
-        ['campaign send p50 ms', ms(s(q, 50)), ms(s(h, 50)), fmt(ratio(s(h, 50), s(q, 50)), 2)],
-        ['campaign send p99 ms', ms(s(q, 99)), ms(s(h, 99)), fmt(ratio(s(h, 99), s(q, 99)), 2)],
+        ['campaign send p50 ms', sendMs(q, 50), sendMs(h, 50), h.send.count ? fmt(ratio(s(h, 50), s(q, 50)), 2) : ''],
+        ['campaign send p99 ms', sendMs(q, 99), sendMs(h, 99), h.send.count ? fmt(ratio(s(h, 99), s(q, 99)), 2) : ''],
         ['sends at the sink / accepted / sent', `${q.arrived}/${q.victim.sends.size}/${q.victim.sendSent}`, `${h.arrived}/${h.victim.sends.size}/${h.victim.sendSent}`, ''],
         ['API process RSS max MiB', fmt(q.rssMax, 0), fmt(h.rssMax, 0), fmt(ratio(h.rssMax, q.rssMax), 2)],
         ['API event-loop delay p99 ms', ms(q.loop?.p99), ms(h.loop?.p99), q.loop && h.loop ? fmt(ratio(h.loop.p99, q.loop.p99), 2) : ''],
