@@ -168,7 +168,10 @@ export async function run(opts: BenchOptions): Promise<void> {
   const previewPaths = cookie ? previewIds.map((id) => `/templates/${id}`) : [];
 
   // Warm-up (JIT, pools, the SMTP connection), then the two measured phases.
-  const phase = async (tag: string, seconds: number): Promise<PhaseResult> => {
+  // `atEnd` runs when the victim's load ends, before the service's loop delay is
+  // read: the attack must stop first, or a stalled service answers the read only
+  // after more attack (the read waits up to 60 s).
+  const phase = async (tag: string, seconds: number, atEnd?: () => Promise<unknown>): Promise<PhaseResult> => {
     await service.resetLoopDelay();
     const benchLoop = monitorEventLoopDelay({ resolution: 10 });
     benchLoop.enable();
@@ -178,6 +181,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     clearInterval(sampler);
     rssMax = Math.max(rssMax, service.rssMiB() || 0);
     benchLoop.disable();
+    await atEnd?.();
     const loop = await service.loopDelay();
     return { victim, rssMax, loop, benchLoopMax: benchLoop.max / 1e6, send: new LatencyHistogram(), arrived: 0 };
   };
@@ -223,10 +227,12 @@ export async function run(opts: BenchOptions): Promise<void> {
     attack.once('message', () => resolve());
     attack.once('error', reject);
   });
-  const hostile = await phase('h', opts.duration);
-  const stats = await new Promise<AttackStats>((resolve) => {
-    attack.on('message', (m: { type: string; stats: AttackStats }) => m.type === 'stats' && resolve(m.stats));
-    attack.postMessage({ type: 'stop' });
+  let stats: AttackStats = {};
+  const hostile = await phase('h', opts.duration, async () => {
+    stats = await new Promise<AttackStats>((resolve) => {
+      attack.on('message', (m: { type: string; stats: AttackStats }) => m.type === 'stats' && resolve(m.stats));
+      attack.postMessage({ type: 'stop' });
+    });
   });
   await drain(hostile, drainMs);
   const hookCount = ((await (await fetch(`${hooks.origin}/count`)).json()) as { count: number }).count;
