@@ -30,9 +30,11 @@ export function isCountryCode(s: string): boolean {
 // ajv-formats' date-time takes what PostgreSQL's timestamptz refuses: year
 // 0000 (there is no year 0; 22008) and offsets past ±15:59 (22009). Those
 // reached the database as a 500 (found by the contract fuzz); a 422 here.
+// A leap second (`23:59:60Z`) is valid RFC 3339 but JavaScript's Date cannot
+// hold it (NaN): the webhook recover route turned it into a 500 (fuzz again).
 const OFFSET_RE = /([+-])(\d{2}):?(\d{2})$/;
 export function isStorableDateTime(s: string): boolean {
-  if (/^0000/.test(s)) return false;
+  if (/^0000/.test(s) || Number.isNaN(Date.parse(s))) return false;
   const offset = OFFSET_RE.exec(s.slice(19));
   return !offset || Number(offset[2]) <= 15;
 }

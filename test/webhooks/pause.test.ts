@@ -273,6 +273,7 @@ describe('webhook pause and recover', () => {
       [{}, 'since'],
       [{ since: 'yesterday' }, 'since'],
       [{ since: '2026-01-01T00:00:00' }, 'since'], // no time zone
+      [{ since: new Date(now - 86_400_000).toISOString().slice(0, 11) + '23:59:60Z' }, 'since'], // a leap second: no JS Date holds it (was a 500)
       [{ since: new Date(now - 15 * 86_400_000).toISOString() }, 'since'],
       [{ since: new Date(now - 3_600_000).toISOString(), until: new Date(now - 7_200_000).toISOString() }, 'until'],
       [{ since: new Date(now - 3_600_000).toISOString(), extra: 1 }, ''],
