@@ -6,9 +6,10 @@
 //
 // Stalls and the hostile classes: every figure is always printed (the test's
 // diagnostics). Their checks (no event-loop stall over 200 ms, no 5xx from a
-// hostile input) fail on a service that still parses, renders and merges
-// untrusted input on its event loop; until that work is merged they run as
-// TODO tests (failures shown, not fatal). FUZZ_STRICT=1 makes them real tests.
+// hostile input) fail on a service that parses, renders or merges untrusted
+// input on its event loop (they did before issue 12's work: a 14 s stall on
+// duplicate tags, a 500 on 100,000 nested <div>s). FUZZ_REPORT_ONLY=1 turns
+// them into TODO tests (failures shown, not fatal) for a local investigation.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { formatHostile, runHostile } from './hostile.ts';
@@ -17,8 +18,7 @@ import { STALL_LIMIT_MS } from './stall.ts';
 import { createWorld, type World } from './world.ts';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 2_000);
-const STRICT = process.env.FUZZ_STRICT === '1';
-const REPORT_ONLY = STRICT ? undefined : 'report only until the isolation work is merged; FUZZ_STRICT=1 enforces';
+const REPORT_ONLY = process.env.FUZZ_REPORT_ONLY === '1' ? 'report only (FUZZ_REPORT_ONLY=1)' : undefined;
 const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined;
 
 describe('contract fuzz', () => {
@@ -49,7 +49,7 @@ describe('contract fuzz', () => {
 
   test(`no event-loop stall over ${STALL_LIMIT_MS} ms while the generated requests are served`, { todo: REPORT_ONLY }, (t) => {
     assert.ok(stats, 'the generated run did not finish');
-    const figure = `event-loop stall max ${stats.maxStallMs.toFixed(0)} ms over ${stats.total} requests (limit ${STALL_LIMIT_MS} ms)` +
+    const figure = `event-loop stall max ${stats.maxStallMs.toFixed(0)} ms of loop CPU (wall lateness max ${(stats.maxWallStallMs ?? 0).toFixed(0)} ms) over ${stats.total} requests (limit ${STALL_LIMIT_MS} ms)` +
       (stats.worstStall ? `, worst during ${stats.worstStall.label}` : '');
     t.diagnostic(figure);
     assert.ok(stats.maxStallMs <= STALL_LIMIT_MS, figure);

@@ -34,7 +34,7 @@ export type Req = {
 export type Stats = {
   seed: number; total: number; byStatus: Map<number, number>; byOperation: Map<string, Map<number, number>>; ms: number;
   /** Longest event-loop stall while a request was in flight (after the warm-up), ms, and the request then in flight. */
-  maxStallMs: number; worstStall?: { ms: number; label: string };
+  maxStallMs: number; maxWallStallMs?: number; worstStall?: { ms: number; label: string };
 };
 
 export function operationsOf(doc: { paths: Record<string, Record<string, any>> }): Operation[] {
@@ -303,6 +303,7 @@ export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
   }
   stats.ms = Date.now() - started;
   stats.maxStallMs = meter.maxMs();
+  stats.maxWallStallMs = meter.maxWallMs;
   stats.worstStall = meter.worst;
   return stats;
 }
