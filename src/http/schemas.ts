@@ -34,7 +34,7 @@ export function isCountryCode(s: string): boolean {
 // hold it (NaN): the webhook recover route turned it into a 500 (fuzz again).
 const OFFSET_RE = /([+-])(\d{2}):?(\d{2})$/;
 export function isStorableDateTime(s: string): boolean {
-  if (/^0000/.test(s) || Number.isNaN(Date.parse(s))) return false;
+  if (s.startsWith('0000') || Number.isNaN(Date.parse(s))) return false;
   const offset = OFFSET_RE.exec(s.slice(19));
   return !offset || Number(offset[2]) <= 15;
 }

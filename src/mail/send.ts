@@ -310,7 +310,7 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
         contact: r.contact,
         account: { ...r.account, updated_at: new Date(r.account.updated_at) },
         template: r.template,
-        sendData: { ...(r.send_data ?? {}), open_tracking: row.open_tracking, click_tracking: row.click_tracking },
+        sendData: { ...r.send_data, open_tracking: row.open_tracking, click_tracking: row.click_tracking },
         event: r.event,
         campaign: r.campaign,
       });
