@@ -19,7 +19,7 @@ import { closeTransports } from '../../src/mail/send.ts';
 import { api, createCampaign, insertAccount, createTemplate } from '../engine/fixtures.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { startReceiver, type Receiver } from '../webhooks/receiver.ts';
-import { startFaultSmtp, type FaultSmtp } from './smtp.ts';
+import { startFaultSmtp } from './smtp.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -35,7 +35,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined | false>, 
 
 describe('worker faults', () => {
   let t: TestApp;
-  const cleanup: (() => Promise<unknown> | unknown)[] = [];
+  const cleanup: (() => unknown)[] = [];
   before(async () => {
     t = await buildTestApp({ config: { allowedPrivateTargets: ['127.0.0.1'], rateLimitPerMinute: 100_000 } });
   });
