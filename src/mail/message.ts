@@ -15,6 +15,15 @@ export type MessageInput = {
   event: { name: string; occurred_at: Date | string; payload: Record<string, unknown> } | null;
   campaign: { id: string; name: string } | null;
   links: TrackingLinks;
+  // Transactional messages (set only for them): the client's variables (top
+  // level of the context and under `variables`), the recipient (who need not
+  // be a contact), Reply-To, and whether List-Unsubscribe headers go out.
+  variables?: Record<string, unknown>;
+  hasContact?: boolean;
+  toEmail?: string;
+  toName?: string | null;
+  replyTo?: string | null;
+  listUnsubscribe?: boolean;
 };
 
 export type RenderedMessage = Mail.Options & { subject: string; html: string; text: string; messageId: string };
@@ -83,15 +92,19 @@ const oneLine = (s: string) => s.replace(/[\r\n]+/g, ' ').trim();
 export async function renderMessage(m: MessageInput): Promise<RenderedMessage> {
   const unsubscribeUrl = m.links.unsubscribeUrl(m.sendLogId);
   const payload = m.event?.payload ?? {};
-  const variables: Record<string, unknown> = {
-    contact: contactVariables(m.contact),
-    event: m.event
-      ? { name: m.event.name, occurred_at: new Date(m.event.occurred_at).toISOString(), payload }
-      : null,
-    payload,
-    campaign: m.campaign,
-    unsubscribe_url: unsubscribeUrl,
-  };
+  const contact = m.hasContact === false ? null : contactVariables(m.contact);
+  // The client's variables come first: `contact` and `unsubscribe_url` are ours.
+  const variables: Record<string, unknown> = m.variables
+    ? { ...m.variables, variables: m.variables, contact, unsubscribe_url: unsubscribeUrl }
+    : {
+        contact,
+        event: m.event
+          ? { name: m.event.name, occurred_at: new Date(m.event.occurred_at).toISOString(), payload }
+          : null,
+        payload,
+        campaign: m.campaign,
+        unsubscribe_url: unsubscribeUrl,
+      };
   const htmlVariables = { ...(escapeDeep(variables) as Record<string, unknown>), unsubscribe_url: unsubscribeUrl };
 
   const subject = oneLine(await renderTemplate(m.template.subject ?? '', variables));
@@ -122,15 +135,17 @@ export async function renderMessage(m: MessageInput): Promise<RenderedMessage> {
   const fromName = m.sendData.from_name || m.account.from_name || '';
   return {
     from: { name: oneLine(fromName), address: m.account.from_email },
-    ...(m.sendData.reply_to_email
-      ? { replyTo: { name: oneLine(m.sendData.reply_to_name ?? ''), address: m.sendData.reply_to_email } }
-      : {}),
-    to: String(m.contact.email),
+    ...(m.replyTo
+      ? { replyTo: m.replyTo }
+      : m.sendData.reply_to_email
+        ? { replyTo: { name: oneLine(m.sendData.reply_to_name ?? ''), address: m.sendData.reply_to_email } }
+        : {}),
+    to: m.toName ? { name: oneLine(m.toName), address: m.toEmail ?? String(m.contact.email) } : (m.toEmail ?? String(m.contact.email)),
     subject,
     html,
     text,
     messageId: `<${messageId}>`,
-    headers: {
+    headers: m.listUnsubscribe === false ? {} : {
       // Prepared: nodemailer would otherwise fold or encode the URL.
       'List-Unsubscribe': { prepared: true, value: `<${unsubscribeUrl}>` },
       'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',

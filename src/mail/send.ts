@@ -22,11 +22,12 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { renderMessage } from './message.ts';
-import { recordResults, type Outcome, type SendResult } from './send-record.ts';
+import { recordResults, sendPriority, type Outcome, type SendResult } from './send-record.ts';
+import { ALL_MAIL_REASONS } from './suppressions.ts';
 import { TrackingLinks } from './tracking-links.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 
-export { SEND_PRIORITY, type Outcome } from './send-record.ts';
+export { SEND_PRIORITY, TRANSACTIONAL_SEND_PRIORITY, type Outcome } from './send-record.ts';
 
 /** Sends per send_email job enqueued by the engine: a batch's messages are in flight together. */
 export const SEND_BATCH = 50;
@@ -44,12 +45,23 @@ type SendRow = {
   open_tracking: boolean;
   click_tracking: boolean;
   status: string;
+  source: 'campaign' | 'transactional';
 };
 
 type Account = {
   id: string; host: string; port: number; security: MailSecurity; username: string | null;
-  from_email: string; from_name: string | null; updated_at: Date;
+  from_email: string; from_name: string | null; updated_at: Date; daily_limit: number; campaign_share_percent: number;
 };
+
+/**
+ * Messages of this source the account may have claimed today: all of the
+ * daily limit for transactional mail, the campaign share (default 90 %) for
+ * campaign mail, so campaigns can never use up what password resets need.
+ */
+export function dailyCap(account: Pick<Account, 'daily_limit' | 'campaign_share_percent'>, source: SendRow['source']): number {
+  if (source === 'transactional') return account.daily_limit;
+  return Math.floor((account.daily_limit * account.campaign_share_percent) / 100);
+}
 
 // Pooled transports per account, rebuilt when the account changes (updated_at),
 // so a new password or host takes effect without a restart. The promise is
@@ -109,26 +121,57 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
    * those are failed, never sent (test/faults/worker.test.ts); claimed one at a
    * time, a kill leaves only what was really in flight.
    */
-  async function sendOne(row: SendRow, loaded: Context | string | undefined, rec: Recorder): Promise<'claimed' | 'unclaimed'> {
+  async function sendOne(
+    row: SendRow, loaded: Context | string | undefined, rec: Recorder, waiting: SendRow[],
+  ): Promise<'claimed' | 'unclaimed'> {
     if (loaded === undefined || typeof loaded === 'string') {
       const error = loaded ?? 'cancelled';
       return rec.finish({ id: row.id, status: error === 'cancelled' ? 'cancelled' : 'failed', error });
     }
-    const { contact, account, template, sendData, event, campaign } = loaded;
-    if (contact.status !== 'active') return rec.finish({ id: row.id, status: 'cancelled', error: `contact is ${contact.status}` });
+    const { contact, account, template, sendData, event, campaign, transactional, suppressed } = loaded;
+    if (suppressed) {
+      // Suppressed since it was queued (a hard bounce of an earlier message, say).
+      return rec.finish({ id: row.id, status: transactional ? 'suppressed' : 'cancelled', error: `address suppressed (${suppressed})` });
+    }
+    // An unsubscribe stops marketing only: a transactional message still goes.
+    if (!transactional && contact?.status !== 'active') {
+      return rec.finish({ id: row.id, status: 'cancelled', error: `contact is ${contact?.status}` });
+    }
     let message;
     try {
-      message = await renderMessage({ sendLogId: row.id, contact, template, account, sendData, event, campaign, links });
+      message = await renderMessage({
+        sendLogId: row.id, contact: contact ?? {}, template, account, sendData, event, campaign, links,
+        ...(transactional ? {
+          variables: transactional.variables, toEmail: row.email, toName: transactional.to_name,
+          replyTo: transactional.reply_to, listUnsubscribe: transactional.list_unsubscribe, hasContact: contact !== null,
+        } : {}),
+      });
     } catch (err) {
       return rec.finish({ id: row.id, status: 'failed', error: `template did not render: ${(err as Error).message}` });
     }
     const release = await slot(account.id);
     try {
+      // The daily limit is counted at claim time, in the claiming statement:
+      // the usage row's lock makes two workers' claims of the last slot queue,
+      // and the second sees the first's count (ON CONFLICT re-reads the row).
+      const cap = dailyCap(account, row.source);
       const { rows: claimed } = await sql<{ attempts: number }>`
-        UPDATE email_send_log SET status = 'sending', attempts = attempts + 1, updated_at = now()
-         WHERE id = ${row.id} AND status IN ('queued', 'deferred')
+        WITH bump AS (
+          INSERT INTO mail_account_usage AS u (mail_account_id, day, team_id, claimed)
+          SELECT ${account.id}::uuid, (now() AT TIME ZONE 'UTC')::date, ${row.team_id}::uuid, 1
+           WHERE ${cap}::int >= 1 AND EXISTS (SELECT 1 FROM email_send_log WHERE id = ${row.id} AND status IN ('queued', 'deferred'))
+          ON CONFLICT (mail_account_id, day) DO UPDATE SET claimed = u.claimed + 1 WHERE u.claimed < ${cap}::int
+          RETURNING 1
+        )
+        UPDATE email_send_log SET status = 'sending', attempts = attempts + 1, claimed_at = now(), updated_at = now()
+         WHERE id = ${row.id} AND status IN ('queued', 'deferred') AND EXISTS (SELECT 1 FROM bump)
         RETURNING attempts`.execute(db);
-      if (claimed.length === 0) return 'unclaimed';
+      if (claimed.length === 0) {
+        const { rows: still } = await sql<{ status: string }>`SELECT status FROM email_send_log WHERE id = ${row.id}`.execute(db);
+        // Still claimable: the account is at its limit for today. It waits, `queued`, for the next UTC day.
+        if (still[0] && (still[0].status === 'queued' || still[0].status === 'deferred')) waiting.push(row);
+        return 'unclaimed';
+      }
       let outcome: Outcome;
       try {
         const transport = await transportFor(db, appSecret!, row.team_id, account);
@@ -155,13 +198,15 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
     const ids = [...new Set(p.email_send_log_ids ?? (p.email_send_log_id ? [p.email_send_log_id] : []))];
     if (ids.length === 0) return;
     const { rows } = await sql<SendRow>`
-      SELECT id, team_id, campaign_id, campaign_send_id, contact_id, email, attempts, open_tracking, click_tracking, status
+      SELECT id, team_id, campaign_id, campaign_send_id, contact_id, email, attempts, open_tracking, click_tracking, status, source
         FROM email_send_log WHERE id = ANY (${ids}::uuid[]) AND status IN ('queued', 'deferred')`.execute(db);
     const claimed = new Set<string>();
     if (rows.length > 0) {
       const contexts = await loadContexts(db, rows);
       const rec = new Recorder(db, config);
-      const outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec)));
+      const waiting: SendRow[] = [];
+      const outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, waiting)));
+      await wakeNextDay(db, waiting);
       rows.forEach((row, i) => {
         const o = outcomes[i]!;
         if (o.status === 'fulfilled' && o.value === 'claimed') claimed.add(row.id);
@@ -260,8 +305,34 @@ async function reapStale(db: Db, id: string, leaseSeconds: number): Promise<void
      WHERE id = ${id} AND status = 'sending'`.execute(db);
 }
 
+/**
+ * Messages over their account's daily limit get a send_email job at the next
+ * UTC midnight (one per message: the job key keeps a re-run from adding a
+ * second). Until then they stay `queued`, visible in the message log.
+ */
+async function wakeNextDay(db: Db, rows: SendRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  await sql`
+    SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_id', x.id),
+             run_at := date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day',
+             max_attempts := 10, priority := x.priority, job_key := 'send-next-day:' || x.id, job_key_mode := 'preserve_run_at')
+      FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, priority: sendPriority(r.source) })))}::jsonb)
+           AS x (id uuid, priority int)`.execute(db);
+}
+
+type Transactional = {
+  variables: Record<string, unknown>;
+  to_name: string | null;
+  reply_to: string | null;
+  list_unsubscribe: boolean;
+};
+
 type Context = {
-  contact: Record<string, unknown> & { status: string };
+  contact: (Record<string, unknown> & { status: string }) | null;
+  /** Set for transactional messages: what the client gave for rendering. */
+  transactional: Transactional | null;
+  /** The suppression reason that stops every message to this address, if any. */
+  suppressed: string | null;
   account: Account;
   template: { subject: string | null; content: string; alt_content: string };
   sendData: Record<string, unknown> & { open_tracking: boolean; click_tracking: boolean };
@@ -275,13 +346,17 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
     SELECT l.id, to_jsonb(k) AS contact,
            CASE WHEN a.id IS NULL THEN NULL ELSE jsonb_build_object(
              'id', a.id, 'host', a.host, 'port', a.port, 'security', a.security, 'username', a.username,
-             'from_email', a.from_email, 'from_name', a.from_name, 'updated_at', a.updated_at, 'status', a.status) END AS account,
+             'from_email', a.from_email, 'from_name', a.from_name, 'updated_at', a.updated_at, 'status', a.status,
+             'daily_limit', a.daily_limit, 'campaign_share_percent', a.campaign_share_percent) END AS account,
            CASE WHEN t.id IS NULL THEN NULL ELSE jsonb_build_object(
              'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) END AS template,
            s.send_data,
            CASE WHEN e.id IS NULL THEN NULL ELSE jsonb_build_object(
              'name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload)) END AS event,
-           CASE WHEN c.id IS NULL THEN NULL ELSE jsonb_build_object('id', c.id, 'name', c.name) END AS campaign
+           CASE WHEN c.id IS NULL THEN NULL ELSE jsonb_build_object('id', c.id, 'name', c.name) END AS campaign,
+           l.source, l.to_name, l.render,
+           (SELECT s.reason FROM suppressions s
+             WHERE s.team_id = l.team_id AND s.email = l.email AND s.reason = ANY (${ALL_MAIL_REASONS}::text[])) AS suppressed
       FROM email_send_log l
       LEFT JOIN contacts k ON k.id = l.contact_id AND k.team_id = l.team_id
       LEFT JOIN mail_accounts a ON a.id = l.mail_account_id AND a.team_id = l.team_id
@@ -294,25 +369,46 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
   const out = new Map<string, Context | string>();
   for (const r of rows) {
     const row = byId.get(r.id)!;
-    if (!r.contact) out.set(r.id, 'cancelled');
+    const transactional = r.source === 'transactional';
+    if (!r.contact && !transactional) out.set(r.id, 'cancelled');
     else if (!r.account) out.set(r.id, 'mail account deleted');
     else if (r.account.status !== 'active') out.set(r.id, 'cancelled');
     else if (!r.template) out.set(r.id, 'template deleted');
     else {
+      const render = (r.render ?? {}) as Record<string, any>;
       out.set(r.id, {
-        contact: r.contact,
+        contact: r.contact ?? null,
         account: { ...r.account, updated_at: new Date(r.account.updated_at) },
-        template: r.template,
-        sendData: { ...(r.send_data ?? {}), open_tracking: row.open_tracking, click_tracking: row.click_tracking },
+        // A transactional `subject` replaces the template's (rendered with Liquid the same way).
+        template: transactional && render.subject != null ? { ...r.template, subject: render.subject } : r.template,
+        sendData: {
+          ...(transactional ? (render.from_name != null ? { from_name: render.from_name } : {}) : (r.send_data ?? {})),
+          open_tracking: row.open_tracking, click_tracking: row.click_tracking,
+        },
         event: r.event,
         campaign: r.campaign,
+        suppressed: r.suppressed ?? null,
+        transactional: transactional
+          ? {
+              variables: render.variables ?? {},
+              to_name: r.to_name ?? null,
+              reply_to: render.reply_to ?? null,
+              list_unsubscribe: usesUnsubscribeUrl(r.template),
+            }
+          : null,
       });
     }
   }
   return out;
 }
 
-type Finished = { id: string; status: 'cancelled' | 'failed'; error: string };
+// Transactional mail carries no List-Unsubscribe header unless its template
+// offers an unsubscribe link itself (a receipt is not a newsletter).
+function usesUnsubscribeUrl(t: { subject: string | null; content: string; alt_content: string }): boolean {
+  return /\bunsubscribe_url\b/.test(`${t.content}\n${t.alt_content ?? ''}`);
+}
+
+type Finished = { id: string; status: 'cancelled' | 'failed' | 'suppressed'; error: string };
 
 /** Ends sends that never reached the SMTP server (nothing to count, no webhook), unless another worker has them. */
 async function finish(db: Db, done: Finished[]): Promise<number> {
