@@ -4,8 +4,9 @@
 // `transactional` and a send_email job: after rendering it takes the campaign
 // path (SMTP pool, result recording, bounces, tracking, webhooks).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
-import { pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
+import type { FastifyRequest } from 'fastify';
+import { AppError, detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { pageMeta, rejectInvalidId, validatorCompiler, withErrors } from '../http/schemas.ts';
 import {
   BATCH_MAX, BatchBody, BatchResponse, EmailDetailResponse, EmailListResponse, EmailResponse, IdempotencyHeaders, IdParams,
   ListQuery, SubmitBody, type SubmitInput,
@@ -117,6 +118,25 @@ export function timeline(r: LogRow, hits: Awaited<ReturnType<typeof trackingHits
   return ev.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
 }
 
+const validItem = validatorCompiler({ schema: SubmitBody, httpPart: 'body', method: 'POST', url: '/email/emails/batch' }) as (v: unknown) => boolean;
+
+/**
+ * A batch whose shape is wrong somewhere: the schema's problems, plus those of
+ * the well-formed items against the team's rows, so one answer names every bad
+ * index (not only the first kind of problem).
+ */
+async function rejectBatch(request: FastifyRequest, load: (items: SubmitInput[]) => Promise<Refs>): Promise<never> {
+  const err = request.validationError as Error & { validation?: any[]; validationContext?: string };
+  const body = request.body as { emails?: unknown } | null;
+  if (err.validationContext !== 'body' || !Array.isArray(body?.emails) || body.emails.length > BATCH_MAX) throw err;
+  const details = detailsFromAjv(err.validation ?? [], 'body');
+  const wellFormed = body.emails.map((item, i) => ({ item: item as SubmitInput, i })).filter(({ item }) => validItem(item));
+  const refs = await load(wellFormed.map((w) => w.item));
+  for (const { item, i } of wellFormed) details.push(...check(item, refs, `emails[${i}].`));
+  const index = (f: string) => Number(/^emails\[(\d+)\]/.exec(f)?.[1] ?? -1);
+  throw validationFailed(details.sort((a, b) => index(a.field) - index(b.field)));
+}
+
 function conflict(fields: string[]): AppError {
   return new AppError(
     'CONFLICT', 'this idempotency key was used in the last 24 hours with a different request',
@@ -172,6 +192,7 @@ export const emailsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   });
 
   app.post('/batch', {
+    attachValidation: true,
     schema: {
       tags, summary: `Send up to ${BATCH_MAX} transactional e-mails at once`,
       description:
@@ -184,6 +205,7 @@ export const emailsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   }, async (request, reply) => {
     const teamId = request.auth!.teamId;
+    if (request.validationError) await rejectBatch(request, (items) => db.transaction().execute((tx) => loadRefs(tx, teamId, items)));
     const items = request.body.emails;
     const headerKey = request.headers['idempotency-key'] ?? null;
     const batchHash = requestHash('batch', { emails: items });

@@ -37,14 +37,17 @@ describe('transactional batch and the message log', () => {
   test('one bad item rejects the batch: every bad index named, nothing written, nothing sent', async () => {
     const s = await txSetup(t, sink.port);
     const ok = (to: string) => ({ template_id: s.templateId, mail_account_id: s.accountId, to_email: to });
+    const other = await txSetup(t, sink.port);
+    // Shape errors and unknown rows in one request: both kinds named, each at its index.
     const shape = await s.c.post('/email/emails/batch', {
-      emails: [ok('b0@example.com'), { ...ok('not-an-address') }, ok('b2@example.com'), { ...ok('b3@example.com'), template_id: 'x' }],
+      emails: [ok('b0@example.com'), { ...ok('not-an-address') }, { ...ok('b2@example.com'), mail_account_id: other.accountId },
+        { ...ok('b3@example.com'), template_id: 'x' }],
     });
     assert.equal(shape.statusCode, 422, shape.body);
     const fields = shape.json().error.details.map((d: any) => d.field);
-    assert.ok(fields.includes('emails[1].to_email') && fields.includes('emails[3].template_id'), fields.join());
+    assert.deepEqual(fields.map((f: string) => f.split('.')[0]), ['emails[1]', 'emails[2]', 'emails[3]'], fields.join());
+    assert.ok(fields.includes('emails[1].to_email') && fields.includes('emails[2].mail_account_id') && fields.includes('emails[3].template_id'));
 
-    const other = await txSetup(t, sink.port);
     const refs = await s.c.post('/email/emails/batch', {
       emails: [ok('c0@example.com'), { ...ok('c1@example.com'), template_id: other.templateId }, ok('c2@example.com'),
         { ...ok('c3@example.com'), mail_account_id: other.accountId }, { ...ok('c4@example.com'), contact_id: other.accountId }],
