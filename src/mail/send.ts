@@ -21,13 +21,15 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import { getMailAccountPassword } from './accounts.ts';
+import { Allowance, claimForSmtp, dailyCap, wakeNextDay } from './daily-usage.ts';
 import { renderMessage } from './message.ts';
-import { recordResults, sendPriority, type Outcome, type SendResult } from './send-record.ts';
+import { recordResults, type Outcome, type SendResult } from './send-record.ts';
 import { ALL_MAIL_REASONS } from './suppressions.ts';
 import { TrackingLinks } from './tracking-links.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 
 export { SEND_PRIORITY, TRANSACTIONAL_SEND_PRIORITY, type Outcome } from './send-record.ts';
+export { dailyCap } from './daily-usage.ts';
 
 /** Sends per send_email job enqueued by the engine: a batch's messages are in flight together. */
 export const SEND_BATCH = 50;
@@ -52,16 +54,6 @@ type Account = {
   id: string; host: string; port: number; security: MailSecurity; username: string | null;
   from_email: string; from_name: string | null; updated_at: Date; daily_limit: number; campaign_share_percent: number;
 };
-
-/**
- * Messages of this source the account may have claimed today: all of the
- * daily limit for transactional mail, the campaign share (default 90 %) for
- * campaign mail, so campaigns can never use up what password resets need.
- */
-export function dailyCap(account: Pick<Account, 'daily_limit' | 'campaign_share_percent'>, source: SendRow['source']): number {
-  if (source === 'transactional') return account.daily_limit;
-  return Math.floor((account.daily_limit * account.campaign_share_percent) / 100);
-}
 
 // Pooled transports per account, rebuilt when the account changes (updated_at),
 // so a new password or host takes effect without a restart. The promise is
@@ -122,21 +114,11 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
    * time, a kill leaves only what was really in flight.
    */
   async function sendOne(
-    row: SendRow, loaded: Context | string | undefined, rec: Recorder, waiting: SendRow[],
+    row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[],
   ): Promise<'claimed' | 'unclaimed'> {
-    if (loaded === undefined || typeof loaded === 'string') {
-      const error = loaded ?? 'cancelled';
-      return rec.finish({ id: row.id, status: error === 'cancelled' ? 'cancelled' : 'failed', error });
-    }
-    const { contact, account, template, sendData, event, campaign, transactional, suppressed } = loaded;
-    if (suppressed) {
-      // Suppressed since it was queued (a hard bounce of an earlier message, say).
-      return rec.finish({ id: row.id, status: transactional ? 'suppressed' : 'cancelled', error: `address suppressed (${suppressed})` });
-    }
-    // An unsubscribe stops marketing only: a transactional message still goes.
-    if (!transactional && contact?.status !== 'active') {
-      return rec.finish({ id: row.id, status: 'cancelled', error: `contact is ${contact?.status}` });
-    }
+    const stop = whyNot(loaded);
+    if (stop) return rec.finish({ id: row.id, ...stop });
+    const { contact, account, template, sendData, event, campaign, transactional } = loaded as Context;
     let message;
     try {
       message = await renderMessage({
@@ -151,22 +133,12 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
     }
     const release = await slot(account.id);
     try {
-      // The daily limit is counted at claim time, in the claiming statement:
-      // the usage row's lock makes two workers' claims of the last slot queue,
-      // and the second sees the first's count (ON CONFLICT re-reads the row).
-      const cap = dailyCap(account, row.source);
-      const { rows: claimed } = await sql<{ attempts: number }>`
-        WITH bump AS (
-          INSERT INTO mail_account_usage AS u (mail_account_id, day, team_id, claimed)
-          SELECT ${account.id}::uuid, (now() AT TIME ZONE 'UTC')::date, ${row.team_id}::uuid, 1
-           WHERE ${cap}::int >= 1 AND EXISTS (SELECT 1 FROM email_send_log WHERE id = ${row.id} AND status IN ('queued', 'deferred'))
-          ON CONFLICT (mail_account_id, day) DO UPDATE SET claimed = u.claimed + 1 WHERE u.claimed < ${cap}::int
-          RETURNING 1
-        )
-        UPDATE email_send_log SET status = 'sending', attempts = attempts + 1, claimed_at = now(), updated_at = now()
-         WHERE id = ${row.id} AND status IN ('queued', 'deferred') AND EXISTS (SELECT 1 FROM bump)
-        RETURNING attempts`.execute(db);
-      if (claimed.length === 0) {
+      // The daily limit is counted at claim time: against the job's reserved
+      // slots (daily-usage.ts), or by the claim itself when the job has none left.
+      const slotDay = allowance.take(account.id, row.source);
+      const claimed = await claimForSmtp(db, row, account.id, dailyCap(account, row.source), slotDay);
+      if (!claimed) {
+        if (slotDay) allowance.putBack(account.id, row.source);
         const { rows: still } = await sql<{ status: string }>`SELECT status FROM email_send_log WHERE id = ${row.id}`.execute(db);
         // Still claimable: the account is at its limit for today. It waits, `queued`, for the next UTC day.
         if (still[0] && (still[0].status === 'queued' || still[0].status === 'deferred')) waiting.push(row);
@@ -181,7 +153,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
         outcome = classify(err as SmtpError);
       }
       rec.result({
-        row: { ...row, attempts: claimed[0]!.attempts },
+        row: { ...row, attempts: claimed.attempts },
         outcome,
         messageId: message.messageId.slice(1, -1),
         subject: message.subject,
@@ -205,7 +177,18 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
       const contexts = await loadContexts(db, rows);
       const rec = new Recorder(db, config);
       const waiting: SendRow[] = [];
-      const outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, waiting)));
+      const allowance = new Allowance();
+      for (const row of rows) {
+        const ctx = contexts.get(row.id);
+        if (!whyNot(ctx)) allowance.want((ctx as Context).account, row.team_id, row.source);
+      }
+      let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
+      try {
+        await allowance.reserve(db);
+        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting)));
+      } finally {
+        await allowance.release(db);
+      }
       await wakeNextDay(db, waiting);
       rows.forEach((row, i) => {
         const o = outcomes[i]!;
@@ -305,21 +288,6 @@ async function reapStale(db: Db, id: string, leaseSeconds: number): Promise<void
      WHERE id = ${id} AND status = 'sending'`.execute(db);
 }
 
-/**
- * Messages over their account's daily limit get a send_email job at the next
- * UTC midnight (one per message: the job key keeps a re-run from adding a
- * second). Until then they stay `queued`, visible in the message log.
- */
-async function wakeNextDay(db: Db, rows: SendRow[]): Promise<void> {
-  if (rows.length === 0) return;
-  await sql`
-    SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_id', x.id),
-             run_at := date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day',
-             max_attempts := 10, priority := x.priority, job_key := 'send-next-day:' || x.id, job_key_mode := 'preserve_run_at')
-      FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, priority: sendPriority(r.source) })))}::jsonb)
-           AS x (id uuid, priority int)`.execute(db);
-}
-
 type Transactional = {
   variables: Record<string, unknown>;
   to_name: string | null;
@@ -409,6 +377,21 @@ function usesUnsubscribeUrl(t: { subject: string | null; content: string; alt_co
 }
 
 type Finished = { id: string; status: 'cancelled' | 'failed' | 'suppressed'; error: string };
+
+/** Why a loaded row ends without an SMTP claim, or null when it may be sent. */
+function whyNot(loaded: Context | string | undefined): Omit<Finished, 'id'> | null {
+  if (loaded === undefined || typeof loaded === 'string') {
+    const error = loaded ?? 'cancelled';
+    return { status: error === 'cancelled' ? 'cancelled' : 'failed', error };
+  }
+  // Suppressed since it was queued (a hard bounce of an earlier message, say).
+  if (loaded.suppressed) {
+    return { status: loaded.transactional ? 'suppressed' : 'cancelled', error: `address suppressed (${loaded.suppressed})` };
+  }
+  // An unsubscribe stops marketing only: a transactional message still goes.
+  if (!loaded.transactional && loaded.contact?.status !== 'active') return { status: 'cancelled', error: `contact is ${loaded.contact?.status}` };
+  return null;
+}
 
 /** Ends sends that never reached the SMTP server (nothing to count, no webhook), unless another worker has them. */
 async function finish(db: Db, done: Finished[]): Promise<number> {

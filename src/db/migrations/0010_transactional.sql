@@ -58,14 +58,18 @@ CREATE TABLE email_idempotency (
 );
 CREATE INDEX email_idempotency_created_idx ON email_idempotency (created_at);
 
--- Messages claimed for SMTP per mail account and UTC day. A claim adds one in
--- the claiming statement, only while under the limit of the message's source,
--- so two workers cannot both take an account's last slot.
+-- Messages claimed for SMTP per mail account and UTC day. A send job reserves
+-- slots for its batch in one statement, only up to the limit of the messages'
+-- source, so two workers cannot both take an account's last slot; what it does
+-- not use it gives back (src/mail/daily-usage.ts).
 CREATE TABLE mail_account_usage (
   mail_account_id  uuid NOT NULL REFERENCES mail_accounts (id) ON DELETE CASCADE,
   day              date NOT NULL,
   team_id          uuid NOT NULL REFERENCES teams (id) ON DELETE CASCADE,
   claimed          integer NOT NULL DEFAULT 0,
+  -- Slots the latest reservation got: RETURNING shows only the new row, and
+  -- PostgreSQL before 18 has no RETURNING OLD, so the grant is written with it.
+  last_grant       integer NOT NULL DEFAULT 0,
   PRIMARY KEY (mail_account_id, day)
 );
 
