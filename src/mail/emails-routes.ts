@@ -12,9 +12,10 @@ import {
   ListQuery, SubmitBody, type SubmitInput,
 } from './emails-schemas.ts';
 import {
-  findEmail, insertEmails, listEmails, loadRefs, lockIdempotencyKeys, publicStatus, requestHash, storeIdempotentAnswers,
-  trackingHits, type LogRow, type NewEmail, type Refs,
+  insertEmails, listEmails, loadRefs, lockIdempotencyKeys, publicStatus, requestHash, storeIdempotentAnswers,
+  type LogRow, type NewEmail, type Refs,
 } from './emails-queries.ts';
+import { emailWithTimeline } from './emails-timeline.ts';
 import { suppressedForAllMail } from './suppressions.ts';
 
 const tags = ['emails'];
@@ -83,39 +84,6 @@ export function toEmail(r: LogRow) {
     campaign_send_id: r.campaign_send_id, subject: r.subject, message_id: r.message_id, attempts: r.attempts,
     created_at: r.created_at.toISOString(), updated_at: r.updated_at.toISOString(), sent_at: r.sent_at?.toISOString() ?? null,
   };
-}
-
-type TimelineEvent = { type: string; at: string; detail: Record<string, unknown> };
-
-/** The message's history from its row (the latest state of each step) and its tracking hits. */
-export function timeline(r: LogRow, hits: Awaited<ReturnType<typeof trackingHits>>): TimelineEvent[] {
-  const ev: TimelineEvent[] = [{ type: 'queued', at: r.created_at.toISOString(), detail: { source: r.source } }];
-  const at = (d: Date | null) => (d ?? r.updated_at).toISOString();
-  if (r.sent_at) ev.push({ type: 'sent', at: at(r.sent_at), detail: { response: r.smtp_response, attempts: r.attempts } });
-  switch (r.status) {
-    case 'deferred':
-      ev.push({ type: 'deferred', at: at(null), detail: { reason: r.last_error, attempts: r.attempts } });
-      break;
-    case 'bounced_hard':
-    case 'bounced_soft':
-      ev.push({
-        type: 'bounced', at: at(r.bounced_at),
-        detail: { bounce_type: r.status === 'bounced_hard' ? 'hard' : 'soft', reason: r.last_error, attempts: r.attempts },
-      });
-      break;
-    case 'failed':
-    case 'cancelled':
-    case 'suppressed':
-      ev.push({ type: r.status, at: at(null), detail: { reason: r.last_error } });
-      break;
-  }
-  for (const h of hits) {
-    ev.push({
-      type: h.kind === 'open' ? 'opened' : 'clicked', at: h.created_at.toISOString(),
-      detail: { is_bot: h.is_bot, ...(h.url ? { url: h.url } : {}), ...(h.reasons.length ? { reasons: h.reasons } : {}) },
-    });
-  }
-  return ev.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
 }
 
 const validItem = validatorCompiler({ schema: SubmitBody, httpPart: 'body', method: 'POST', url: '/email/emails/batch' }) as (v: unknown) => boolean;
@@ -270,10 +238,9 @@ export const emailsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request) => {
     rejectInvalidId(request, 'e-mail');
     const teamId = request.auth!.teamId;
-    const row = await findEmail(db, teamId, request.params.id);
-    if (!row) throw notFound('e-mail');
-    const hits = await trackingHits(db, teamId, row.id);
-    return { ok: true as const, email: { ...toEmail(row), events: timeline(row, hits) } };
+    const found = await emailWithTimeline(db, teamId, request.params.id);
+    if (!found) throw notFound('e-mail');
+    return { ok: true as const, email: { ...toEmail(found.row), events: found.events } };
   });
 
   app.get('', {
