@@ -24,6 +24,7 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   contacts: { bench: 'bulk-upsert', usage: '--contacts <n>         bulk-upsert: contacts written per pass (default 200000)' },
   events: { bench: 'webhooks', usage: '--events <n>           webhooks: events per throughput pass (default 20000; x10 deliveries in the 10-webhook pass)' },
   'campaign-events': { bench: 'campaigns', usage: '--campaign-events <n>  campaigns: contact.saved events drained for throughput (default 20000)' },
+  claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
 };
 
 const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>] [benchmark options]
