@@ -52,7 +52,11 @@ export class Allowance {
    * under the cap, at most what was asked.
    */
   async reserve(db: Db): Promise<void> {
-    const groups = [...this.groups.values()].sort((a, b) => (a.accountId + a.source < b.accountId + b.source ? -1 : 1));
+    // A lone message (a transactional submit's job, a retry) counts its own claim
+    // in the claiming statement: a reservation would write the same row once and
+    // add a statement and a commit (bench/transactional.ts: 8.5 ms per e-mail).
+    const groups = [...this.groups.values()].filter((g) => g.wanted > 1)
+      .sort((a, b) => (a.accountId + a.source < b.accountId + b.source ? -1 : 1));
     for (const g of groups) {
       const { rows } = await sql<{ day: string; last_grant: number }>`
         INSERT INTO mail_account_usage AS u (mail_account_id, day, team_id, claimed, last_grant)
