@@ -24,6 +24,8 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   contacts: { bench: 'bulk-upsert', usage: '--contacts <n>         bulk-upsert: contacts written per pass (default 200000)' },
   events: { bench: 'webhooks', usage: '--events <n>           webhooks: events per throughput pass (default 20000; x10 deliveries in the 10-webhook pass)' },
   'campaign-events': { bench: 'campaigns', usage: '--campaign-events <n>  campaigns: contact.saved events drained for throughput (default 20000)' },
+  'tx-emails': { bench: 'transactional', usage: '--tx-emails <n>        transactional: submits in the throughput run (default 2000)' },
+  'tx-batches': { bench: 'transactional', usage: '--tx-batches <n>       transactional: 500-e-mail batch requests timed (default 5)' },
   claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
 };
 
