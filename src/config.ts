@@ -42,6 +42,8 @@ export type Config = {
   webhookPausedBacklogMax: number;
   /** Seconds before each retry of a deferred (4xx) send; its length is the number of retries. */
   sendRetryDelays: number[];
+  /** Each retry (webhook and SMTP) waits its scheduled delay ± this fraction, drawn uniformly (RETRY_JITTER_PERCENT). */
+  retryJitter: number;
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
   sendLeaseSeconds: number;
   /** Caps on parsing and rendering templates (RENDER_* variables; templates/limits.ts). */
@@ -177,6 +179,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookPausedBacklogMax = int(env, 'WEBHOOK_PAUSED_BACKLOG_MAX', 100_000, 1, 10_000_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
+  const retryJitter = int(env, 'RETRY_JITTER_PERCENT', 20, 0, 50) / 100;
   const intake = loadIntakeConfig(env, (name, fallback, min, max) => int(env, name, fallback, min, max), (m) => new ConfigError(m));
   let render: RenderLimits;
   try {
@@ -193,7 +196,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
     webhookConcurrency,
-    sendRetryDelays, sendLeaseSeconds,
+    sendRetryDelays, sendLeaseSeconds, retryJitter,
     webhookPausedBacklogDays,
     webhookPausedBacklogMax,
     render,
