@@ -55,6 +55,19 @@ export type Config = {
   trackingMaxHitsPerMessage: number;
   /** Invalid or unknown tracking links answered per client IP and minute before a bare 429. */
   trackingBadLinksPerMinute: number;
+  /** Retention windows in days (0 = keep forever) and its batching (ops/retention.ts). */
+  retention: {
+    webhookDeliveriesDays: number;
+    eventsDays: number;
+    messagesDays: number;
+    trackingHitsDays: number;
+    batchSize: number;
+    pauseMs: number;
+  };
+  /** A webhook whose every attempt failed for this many days is disabled (0 = never). */
+  webhookAutoDisableDays: number;
+  /** ... and only after at least this many failed attempts in that streak. */
+  webhookAutoDisableMinFailures: number;
 };
 
 export class ConfigError extends Error {}
@@ -190,8 +203,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const contactMaxTags = int(env, 'CONTACT_MAX_TAGS', 100, 1, 10_000);
   const trackingMaxHitsPerMessage = int(env, 'TRACKING_MAX_HITS_PER_MESSAGE', 1000, 0, 1_000_000);
   const trackingBadLinksPerMinute = int(env, 'TRACKING_BAD_LINKS_PER_MINUTE', 60, 1, 1_000_000);
+  const retention = {
+    webhookDeliveriesDays: int(env, 'RETENTION_WEBHOOK_DELIVERIES_DAYS', 30, 0, 36_500),
+    eventsDays: int(env, 'RETENTION_EVENTS_DAYS', 90, 0, 36_500),
+    messagesDays: int(env, 'RETENTION_MESSAGES_DAYS', 90, 0, 36_500),
+    trackingHitsDays: int(env, 'RETENTION_TRACKING_HITS_DAYS', 90, 0, 36_500),
+    batchSize: int(env, 'RETENTION_BATCH_SIZE', 2000, 1, 50_000),
+    pauseMs: int(env, 'RETENTION_PAUSE_MS', 200, 0, 60_000),
+  };
+  const webhookAutoDisableDays = int(env, 'WEBHOOK_AUTO_DISABLE_DAYS', 5, 0, 365);
+  const webhookAutoDisableMinFailures = int(env, 'WEBHOOK_AUTO_DISABLE_MIN_FAILURES', 10, 1, 1_000_000);
   return {
-    intake,
+    intake, retention, webhookAutoDisableDays, webhookAutoDisableMinFailures,
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
