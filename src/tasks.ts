@@ -7,6 +7,7 @@ import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
 import { processEventsTask, type EventHandler } from './events/process.ts';
 import { pausedBacklogTask } from './webhooks/backlog.ts';
 import { retentionTask } from './ops/retention.ts';
+import { autoDisableTask } from './webhooks/auto-disable.ts';
 import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
 
@@ -31,5 +32,6 @@ export function buildTaskList(deps: TaskDeps): TaskList {
     send_email: sendEmailTask(deps),
     webhook_paused_backlog: pausedBacklogTask(deps.db, deps.config),
     retention: retentionTask(deps.db, deps.config),
+    webhook_auto_disable: autoDisableTask(deps.db, deps.config),
   };
 }

@@ -55,7 +55,10 @@ describe('sending: upsert → decision → SMTP → result', () => {
     assert.equal(log.message_id, `${log.id}@plover.test`);
 
     const links = new TrackingLinks(testConfig().publicUrl, testConfig().appSecret!);
-    assert.equal(m.headers.get('list-unsubscribe'), `<${links.unsubscribeUrl(log.id)}>`);
+    // The unsubscribe URL names the recipient (team, contact), so it outlives the message row (retention).
+    const unsubscribeUrl = links.recipientUnsubscribeUrl({ teamId: s.teamId, contactId: log.contact_id, email: log.email });
+    assert.ok(log.contact_id);
+    assert.equal(m.headers.get('list-unsubscribe'), `<${unsubscribeUrl}>`);
     assert.equal(m.headers.get('list-unsubscribe-post'), 'List-Unsubscribe=One-Click');
 
     assert.match(m.html, /Hi Ada \(&lt;b&gt;x&lt;\/b&gt;\)/, 'contact values are HTML-escaped');
@@ -64,7 +67,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
     assert.ok(m.html.includes(`href="${click}"`), 'the link goes through the signed click redirect');
     assert.ok(!m.html.includes('href="https://example.com/offer'), 'no untracked copy of the link');
     assert.ok(m.html.includes('href="mailto:help@example.com"'), 'mailto links are left alone');
-    assert.ok(m.html.includes(`href="${links.unsubscribeUrl(log.id)}"`), 'the unsubscribe link is direct');
+    assert.ok(m.html.includes(`href="${unsubscribeUrl}"`), 'the unsubscribe link is direct');
     assert.ok(m.html.includes(links.openPixelUrl(log.id)), 'open pixel');
     assert.ok(m.html.includes(`href="${links.honeypotUrl(log.id)}"`), 'honeypot link');
     assert.match(m.html, /display:none/);
