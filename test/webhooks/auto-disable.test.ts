@@ -116,6 +116,7 @@ describe('webhook auto-disable', () => {
     const page = await session.get('/webhooks');
     assert.match(page.body, /disabled automatically/);
     assert.ok(page.body.includes(failing.url));
+    assert.match((await session.get(`/webhooks/${bad}`)).body, /Disabled automatically/);
     const enable = await api(key, 'PATCH', `/webhooks/${bad}`, { is_enabled: true });
     assert.equal(enable.statusCode, 200, enable.body);
     const after = await hook(bad);
