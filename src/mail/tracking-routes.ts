@@ -238,26 +238,30 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
     return { teamId: p.team, by: p.by, value };
   }
 
-  app.get('/u/:by/:team/:ref/:sig', { schema: { hide: true } }, async (request, reply) => {
-    const r = recipientOf(request.params as RecipientParams);
-    const found = r && (await findRecipientForUnsubscribe(db, r.teamId, r.by, r.value));
-    if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
-    const view = { email: found.email, teamName: found.team_name };
-    const html = found.contact_status === 'unsubscribed' ? alreadyUnsubscribedPage(view) : confirmPage(view);
-    return reply.code(200).headers(PAGE_HEADERS).send(html);
-  });
-
-  app.post('/u/:by/:team/:ref/:sig', { schema: { hide: true }, bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-    const r = recipientOf(request.params as RecipientParams);
-    if (!r) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
-    const oneClick = isOneClick(request.body);
-    const found = await db.transaction().execute(async (tx) => {
-      const f = await findRecipientForUnsubscribe(tx, r.teamId, r.by, r.value);
-      if (!f) return undefined;
-      await unsubscribeContacts(tx, f.team_id, [f.email.trim().toLowerCase()], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
-      return f;
+  // Two static prefixes, not one `/u/:by/…`: beside `/u/:id/:sig` a second
+  // parameter route at the same depth would share its node.
+  for (const by of ['c', 'a'] as const) {
+    app.get(`/u/${by}/:team/:ref/:sig`, { schema: { hide: true } }, async (request, reply) => {
+      const r = recipientOf({ by, ...(request.params as Omit<RecipientParams, 'by'>) });
+      const found = r && (await findRecipientForUnsubscribe(db, r.teamId, r.by, r.value));
+      if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
+      const view = { email: found.email, teamName: found.team_name };
+      const html = found.contact_status === 'unsubscribed' ? alreadyUnsubscribedPage(view) : confirmPage(view);
+      return reply.code(200).headers(PAGE_HEADERS).send(html);
     });
-    if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
-    return reply.code(200).headers(PAGE_HEADERS).send(donePage({ email: found.email, teamName: found.team_name }));
-  });
+
+    app.post(`/u/${by}/:team/:ref/:sig`, { schema: { hide: true }, bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+      const r = recipientOf({ by, ...(request.params as Omit<RecipientParams, 'by'>) });
+      if (!r) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
+      const oneClick = isOneClick(request.body);
+      const found = await db.transaction().execute(async (tx) => {
+        const f = await findRecipientForUnsubscribe(tx, r.teamId, r.by, r.value);
+        if (!f) return undefined;
+        await unsubscribeContacts(tx, f.team_id, [f.email.trim().toLowerCase()], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+        return f;
+      });
+      if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
+      return reply.code(200).headers(PAGE_HEADERS).send(donePage({ email: found.email, teamName: found.team_name }));
+    });
+  }
 };
