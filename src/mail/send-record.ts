@@ -22,6 +22,7 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
+import { jitteredDelay } from '../lib/jitter.ts';
 import { suppress } from './suppressions.ts';
 
 type Tx = Transaction<Database>;
@@ -175,7 +176,7 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
     const specs = retry.map((r) => ({
       identifier: 'send_email',
       payload: { email_send_log_id: r.row.id },
-      run_at: iso(new Date(at.getTime() + (retries[r.row.attempts - 1] ?? 0) * 1000)),
+      run_at: iso(new Date(at.getTime() + jitteredDelay(retries[r.row.attempts - 1] ?? 0, config.retryJitter) * 1000)),
       max_attempts: 10,
       priority: sendPriority(r.row.source),
     }));
