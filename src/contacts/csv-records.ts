@@ -9,7 +9,6 @@
 // per-record calls cost more than the database write). A block that fails is
 // read again record by record, so only the bad record is lost, and reported.
 import { StringDecoder } from 'node:string_decoder';
-import type { Readable } from 'node:stream';
 import { parse } from 'csv-parse/sync';
 
 export type CsvItem = { line: number; record: string[] } | { line: number; error: string };
@@ -48,7 +47,7 @@ function parseBlock(texts: string[], lines: number[]): CsvItem[] {
  * record longer than `maxRecordBytes` (an unclosed quote swallowing the file)
  * is an error item, and reading goes on at the line after its start.
  */
-export async function* csvRecords(input: Readable, maxRecordBytes = 1 << 20): AsyncGenerator<CsvItem> {
+export async function* csvRecords(input: AsyncIterable<Buffer>, maxRecordBytes = 1 << 20): AsyncGenerator<CsvItem> {
   const decoder = new StringDecoder('utf8');
   let buf = '';
   let line = 1; // the line `buf` starts on
@@ -111,7 +110,7 @@ export async function* csvRecords(input: Readable, maxRecordBytes = 1 << 20): As
     if (final) yield* drain();
   };
   for await (const chunk of input) {
-    buf += decoder.write(chunk as Buffer);
+    buf += decoder.write(chunk);
     if (first && buf.length > 0) {
       if (buf.charCodeAt(0) === 0xfeff) buf = buf.slice(1);
       first = false;
