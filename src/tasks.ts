@@ -8,6 +8,7 @@ import { processEventsTask, type EventHandler } from './events/process.ts';
 import { pausedBacklogTask } from './webhooks/backlog.ts';
 import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
+import { contactImportTask } from './contacts/imports.ts';
 
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
 export type TaskDeps = { db: Db; config: Config; now?: Clock };
@@ -29,5 +30,6 @@ export function buildTaskList(deps: TaskDeps): TaskList {
     process_events: processEventsTask(deps.db, eventHandlers),
     send_email: sendEmailTask(deps),
     webhook_paused_backlog: pausedBacklogTask(deps.db, deps.config),
+    contact_import: contactImportTask({ db: deps.db, maxTags: deps.config.contactMaxTags }),
   };
 }
