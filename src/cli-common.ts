@@ -31,9 +31,9 @@ export function nonEmpty(value: string, what: string): string {
   return v;
 }
 
-export async function withDatabase<T>(fn: (database: Database) => Promise<T>): Promise<T> {
+export async function withDatabase<T>(fn: (database: Database) => Promise<T>, poolSize = 2): Promise<T> {
   const config = loadConfig();
-  const database = await openDatabase(config, () => {}, 2);
+  const database = await openDatabase(config, () => {}, poolSize);
   try {
     await migrate(database.pool);
     return await fn(database);

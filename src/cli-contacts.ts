@@ -5,7 +5,7 @@ import cliProgress from 'cli-progress';
 import { Option, type Command } from 'commander';
 import { loadConfig } from './config.ts';
 import { exportContacts } from './contacts/csv-export.ts';
-import { ImportSetupError, importContacts, RejectsSink, type ImportProgress } from './contacts/csv-import.ts';
+import { IMPORT_IN_FLIGHT, ImportSetupError, importContacts, RejectsSink, type ImportProgress } from './contacts/csv-import.ts';
 import { CliError, print, requireTeam, UsageError, uuid, withDatabase } from './cli-common.ts';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -105,7 +105,7 @@ export function contactCommands(program: Command): void {
           } finally {
             progress.stop();
           }
-        });
+        }, IMPORT_IN_FLIGHT + 1);
         const out = { ...summary, rejects_file: summary.rejected ? rejectsPath : null };
         const text = [
           `${opts.dryRun ? 'dry run: ' : ''}${summary.rows} rows read, ${summary.imported} ${opts.dryRun ? 'valid' : 'imported'}` +
