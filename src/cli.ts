@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, loadConfig } from './config.ts';
-import { AppError } from './http/errors.ts';
+import { AppError } from './lib/errors.ts';
 import { parseAllowList } from './lib/net-guard.ts';
 import { createMailAccount } from './mail/accounts.ts';
 import type { MailSecurity } from './mail/transport.ts';

@@ -2,7 +2,7 @@
 // list, get, and start/stop of the latest send. Registered at
 // /public/v1/email/campaigns.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { pageMeta, withErrors } from '../http/schemas.ts';
 import {
   getCampaign,

@@ -5,7 +5,7 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type NewEvent } from '../events/emit.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
-import { validationFailed } from '../http/errors.ts';
+import { validationFailed } from '../lib/errors.ts';
 import type { ContactInputT } from './schemas.ts';
 
 /** A validated, normalised contact: only the keys the client sent (absent keeps, null clears). */

@@ -3,7 +3,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
-import { notFound, validationFailed } from '../http/errors.ts';
+import { notFound, validationFailed } from '../lib/errors.ts';
 import { DateTime, StringOrNull, withErrors } from '../http/schemas.ts';
 import { checkIngestInput, ingestEvent, INGEST_EVENT_NAMES } from './ingest.ts';
 import { UUID_RE } from '../http/schemas.ts';

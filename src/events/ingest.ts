@@ -11,7 +11,7 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { decide, type Candidate, type Decision } from '../campaigns/engine.ts';
 import type { SendDataValue } from '../campaigns/schemas.ts';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { savedPayload } from '../contacts/queries.ts';
 import { emit } from './emit.ts';
 import { UUID_RE } from '../http/schemas.ts';

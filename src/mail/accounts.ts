@@ -6,7 +6,7 @@ import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import { Type, type Static } from 'typebox';
 import type { Db } from '../db/pool.ts';
-import { detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { DateTime } from '../http/schemas.ts';
 import { SecretBox } from '../lib/secrets.ts';
 import { checkHost, smtpPortRefusal, systemResolver, type AllowList, type Resolver } from '../lib/net-guard.ts';

@@ -9,6 +9,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { unsubscribeContacts } from '../contacts/queries.ts';
 import { recordHit, findSendForUnsubscribe, type HitInput } from './tracking.ts';
+import { AppError } from '../lib/errors.ts';
+import { statusOf } from '../http/errors.ts';
 import { TrackingLinks, type LinkKind } from './tracking-links.ts';
 import {
   alreadyUnsubscribedPage,
@@ -83,8 +85,8 @@ export function multipartIsOneClick(body: string): boolean {
   return false;
 }
 
-function statusOfError(err: { statusCode?: number; code?: string }): number {
-  const s = err.statusCode ?? 500;
+function statusOfError(err: unknown): number {
+  const s = err instanceof AppError ? statusOf(err.code) : ((err as { statusCode?: number }).statusCode ?? 500);
   return s >= 400 && s < 500 ? s : 500;
 }
 
@@ -132,7 +134,7 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   // People see these answers in a browser: a page, not the API's JSON envelope.
   app.setErrorHandler((err, request, reply) => {
-    const status = statusOfError(err as { statusCode?: number });
+    const status = statusOfError(err);
     if (status >= 500) request.log.error({ err }, 'tracking request failed');
     return reply.code(status).headers(PAGE_HEADERS).send(errorPage(status));
   });

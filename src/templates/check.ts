@@ -2,7 +2,7 @@
 // does the work): Liquid syntax with its line, the caps of limits.ts, a trial
 // render, and the derived alt_content. A template that runs over its time or
 // memory budget while being checked is refused like one over a cap.
-import { AppError, type ErrorDetail } from '../http/errors.ts';
+import { AppError, type ErrorDetail } from '../lib/errors.ts';
 import { RenderFailure, runTemplateTask } from '../mail/message.ts';
 import { untrustedPool, UntrustedWorkError, type UntrustedPool } from '../untrusted/pool.ts';
 import type { CheckTemplateInput, CheckTemplateResult, TemplateField } from '../untrusted/render-tasks.ts';

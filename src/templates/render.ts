@@ -29,7 +29,7 @@ import {
   type Template,
   type TopLevelToken,
 } from 'liquidjs';
-import type { ErrorDetail } from '../http/errors.ts';
+import type { ErrorDetail } from '../lib/errors.ts';
 import { htmlToText } from './html-text.ts';
 import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from './limits.ts';
 

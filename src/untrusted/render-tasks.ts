@@ -11,7 +11,7 @@
 // key can never render other text.
 import { TrackingLinks } from '../mail/tracking-links.ts';
 import { escapeHtml, rewriteHtml } from '../mail/html-links.ts';
-import type { ErrorDetail } from '../http/errors.ts';
+import type { ErrorDetail } from '../lib/errors.ts';
 import type { RenderLimits } from '../templates/limits.ts';
 import { describeLiquidError, limitErrorOf, parseCount, parseTemplate, renderParsed } from '../templates/render.ts';
 import { htmlToText } from '../templates/html-text.ts';

@@ -5,7 +5,7 @@ import { sql, type Selectable, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { WebhooksTable } from '../db/schema-webhooks.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../lib/errors.ts';
 import { SecretBox } from '../lib/secrets.ts';
 import { DELIVERY_CHANNEL, parkDeliveries, unparkDeliveries } from './deliveries.ts';
 import { newWebhookSecret } from './signing.ts';
