@@ -21,7 +21,7 @@ import { operationsRoutes } from './ops/routes.ts';
 import { campaignsRoutes } from './campaigns/routes.ts';
 import { contactsRoutes } from './contacts/routes.ts';
 import { dashboardRoutes } from './dashboard/plugin.ts';
-import { ingestRoutes } from './events/ingest-routes.ts';
+import { ingestRoutes } from './ingest/routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
 import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';

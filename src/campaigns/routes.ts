@@ -24,8 +24,8 @@ import {
 } from './schemas.ts';
 import { buildSendData, canonicalUuid, normalizeEvent, normalizeEvents } from './send-data.ts';
 import { checkSegmentRules } from './segment.ts';
-import { submitToCampaign } from '../events/ingest.ts';
-import { DecisionObject } from '../events/ingest-routes.ts';
+import { submitToCampaign } from './submit.ts';
+import { DecisionObject } from './schemas.ts';
 import { Type } from 'typebox';
 import { UUID_RE } from '../http/schemas.ts';
 

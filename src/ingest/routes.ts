@@ -6,6 +6,7 @@ import { Type } from 'typebox';
 import { notFound, validationFailed } from '../lib/errors.ts';
 import { DateTime, StringOrNull, withErrors } from '../http/schemas.ts';
 import { checkIngestInput, ingestEvent, INGEST_EVENT_NAMES } from './ingest.ts';
+import { DecisionObject } from '../campaigns/schemas.ts';
 import { UUID_RE } from '../http/schemas.ts';
 
 const TAGS = ['events'];
@@ -42,25 +43,6 @@ const EventObject = Type.Object({
   processed_at: Type.Union([DateTime, Type.Null()]),
   payload: Type.Record(Type.String(), Type.Unknown(), { description: 'What the client sent (ingested events), else the event payload' }),
   event_payload: Type.Record(Type.String(), Type.Unknown(), { description: 'The webhook payload of the event (interface.md 6.3)' }),
-});
-
-export const DecisionObject = Type.Object({
-  id: Type.String(),
-  campaign_id: Type.String(),
-  campaign_name: StringOrNull,
-  campaign_send_id: StringOrNull,
-  contact_id: StringOrNull,
-  decision: Type.Enum(['send', 'skip']),
-  reason: Type.Union([Type.String(), Type.Null()], {
-    description:
-      'Why nothing was sent: paused, unsubscribed, bounced, complained, segment_mismatch, cooldown, daily_cap, ' +
-      'no_mail_account, account_daily_limit, no_template; null for a send',
-  }),
-  email_send_log_id: StringOrNull,
-  send_status: Type.Union([Type.String(), Type.Null()], { description: 'Status of the e-mail of a send decision (queued, sending, sent, …)' }),
-  template_id: StringOrNull,
-  mail_account_id: StringOrNull,
-  decided_at: DateTime,
 });
 
 const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
