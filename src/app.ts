@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
-import { ApiKeyCache, requireApiKey, resolveApiKeyHook } from './http/auth.ts';
+import { ApiKeyCache, requireApiKey, resolveApiKeyHook } from './teams/auth.ts';
 import { AppError } from './lib/errors.ts';
 import { installErrorHandlers, sendError } from './http/errors.ts';
 import { installApiIntake, installBodyLimits } from './http/intake.ts';

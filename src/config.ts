@@ -2,7 +2,7 @@
 // the start with a message naming the variable.
 import { isAbsolute, resolve } from 'node:path';
 import { LOOPBACK_TARGETS, parseAddress, parseAllowList } from './lib/net-guard.ts';
-import { loadIntakeConfig, type IntakeConfig } from './http/intake-config.ts';
+import { loadIntakeConfig, type IntakeConfig } from './config-intake.ts';
 import { renderLimitsFromEnv, type RenderLimits } from './templates/limits.ts';
 
 export type Config = {
@@ -18,7 +18,7 @@ export type Config = {
   logLevel: string;
   /** Body limit of the bulk routes (bulk upsert, bulk unsubscribe, batch send). */
   bodyLimitBytes: number;
-  /** Per-route body limits, JSON limits, server timeouts, /metrics token (http/intake-config.ts). */
+  /** Per-route body limits, JSON limits, server timeouts, /metrics token (config-intake.ts). */
   intake: IntakeConfig;
   workerConcurrency: number;
   runWorker: boolean;
