@@ -3,7 +3,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { LOOPBACK_TARGETS, parseAddress, parseAllowList } from './lib/net-guard.ts';
 import { loadIntakeConfig, type IntakeConfig } from './config-intake.ts';
-import { renderLimitsFromEnv, type RenderLimits } from './templates/limits.ts';
+import { renderLimitsFromEnv, type RenderLimits } from './lib/render-limits.ts';
 
 export type Config = {
   port: number;
@@ -44,7 +44,7 @@ export type Config = {
   sendRetryDelays: number[];
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
   sendLeaseSeconds: number;
-  /** Caps on parsing and rendering templates (RENDER_* variables; templates/limits.ts). */
+  /** Caps on parsing and rendering templates (RENDER_* variables; lib/render-limits.ts). */
   render: RenderLimits;
 
   /** Tags one contact may hold in total (an upsert that would pass it is refused). */

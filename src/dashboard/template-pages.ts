@@ -5,7 +5,8 @@
 // contact would get, minus tracking (a preview must not mint tracking links).
 import type { FastifyInstance } from 'fastify';
 import { findContactByEmail } from '../contacts/queries.ts';
-import { renderMessage, RenderFailure } from '../mail/message.ts';
+import { renderMessage } from '../mail/message.ts';
+import { RenderFailure } from '../templates/pool-run.ts';
 import { UntrustedWorkError } from '../untrusted/pool.ts';
 import { findTemplate, listTemplates } from '../templates/queries.ts';
 import { queryField, signedIn, user, UUID_RE } from './forms.ts';

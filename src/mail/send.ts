@@ -22,7 +22,8 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
-import { RenderFailure, renderMessage } from './message.ts';
+import { renderMessage } from './message.ts';
+import { RenderFailure } from '../templates/pool-run.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 

@@ -1,7 +1,7 @@
 // Public endpoints that recipients' mail clients (and the machines in front of
 // them) reach from a sent message: open pixel, click redirect, honeypot link and
 // unsubscribe page. No API key: each URL carries the send log id and an HMAC
-// over it (tracking-links.ts), so a URL only ever acts on the message it was
+// over it (lib/tracking-links.ts), so a URL only ever acts on the message it was
 // put into. Not in the OpenAPI document: they are not part of the API a team
 // programs against, and their URLs are made by the sending engine.
 import formbody from '@fastify/formbody';
@@ -11,7 +11,7 @@ import { unsubscribeContacts } from '../contacts/queries.ts';
 import { recordHit, findSendForUnsubscribe, type HitInput } from './tracking.ts';
 import { AppError } from '../lib/errors.ts';
 import { statusOf } from '../http/errors.ts';
-import { TrackingLinks, type LinkKind } from './tracking-links.ts';
+import { TrackingLinks, type LinkKind } from '../lib/tracking-links.ts';
 import {
   alreadyUnsubscribedPage,
   confirmPage,

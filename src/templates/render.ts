@@ -2,8 +2,8 @@
 // with the same engine (same options, same tags and filters) that renders them
 // at send time, so a template that was accepted always parses when it is sent.
 //
-// It runs inside the untrusted pool's threads (untrusted/render-tasks.ts),
-// never on an event loop that answers requests, and every cap of limits.ts is
+// It runs inside the untrusted pool's threads (templates/render-tasks.ts),
+// never on an event loop that answers requests, and every cap of lib/render-limits.ts is
 // enforced here, so no caller can forget one:
 // - parsing is linear (LinearParser) and block nesting is capped;
 // - every character a render writes is counted, including text written into a
@@ -31,14 +31,14 @@ import {
 } from 'liquidjs';
 import type { ErrorDetail } from '../lib/errors.ts';
 import { htmlToText } from './html-text.ts';
-import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from './limits.ts';
+import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from '../lib/render-limits.ts';
 
 // Tags that read other templates from a file system. A team's template must not
 // reach files on the server (`{% include "/etc/passwd" %}`), so they are refused
 // at parse time (422 at create) rather than failing at send time.
 const FILE_TAGS = ['include', 'render', 'layout'];
 
-/** A template or render over one of the caps of limits.ts: the template's fault, reported as such (422, or a failed message). */
+/** A template or render over one of the caps of lib/render-limits.ts: the template's fault, reported as such (422, or a failed message). */
 export class TemplateLimitError extends Error {
   constructor(message: string) {
     super(message);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { closeTransports } from '../../src/mail/send.ts';
-import { TrackingLinks } from '../../src/mail/tracking-links.ts';
+import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
 import { decodeHeader, parseMessage, startCaptureSink, type CaptureSink } from './sink.ts';
