@@ -4,6 +4,7 @@
 // fan-out, campaign triggers) run in the `process_events` task.
 import { sql, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
+import { addJobs } from '../lib/jobs.ts';
 
 /** Business events (campaign-trigger names) and e-mail events (webhook names). */
 export type EventName =
@@ -55,12 +56,9 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
 
 /** The `process_events` jobs of committed-with-the-caller events, EVENTS_PER_JOB to a job. */
 export async function enqueueEventProcessing(tx: Transaction<Database>, ids: string[]): Promise<void> {
-  const specs = [];
-  for (let i = 0; i < ids.length; i += EVENTS_PER_JOB) {
-    specs.push({ identifier: 'process_events', payload: { event_ids: ids.slice(i, i + EVENTS_PER_JOB) }, max_attempts: 25 });
-  }
-  await sql`SELECT graphile_worker.add_jobs(
-      ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${JSON.stringify(specs)}::json)))`.execute(tx);
+  const jobs = [];
+  for (let i = 0; i < ids.length; i += EVENTS_PER_JOB) jobs.push({ payload: { event_ids: ids.slice(i, i + EVENTS_PER_JOB) } });
+  await addJobs(tx, 'process_events', jobs);
 }
 
 type EventInsert = { teamId: string; name: string; key?: string; occurredAt?: string; input: Record<string, unknown> | null };

@@ -22,6 +22,7 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
+import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
 
 type Tx = Transaction<Database>;
 
@@ -31,7 +32,7 @@ type Tx = Transaction<Database>;
  * of process_events jobs does not hold decided sends back (bench/campaigns.ts,
  * latency at a steady 200 events/s).
  */
-export const SEND_PRIORITY = -1;
+export const SEND_PRIORITY = JOB_PRIORITY.eventTriggered;
 
 export type SentRow = {
   id: string;
@@ -160,15 +161,11 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
   }
   const retry = items.filter((r) => r.kind === 'temporary');
   if (retry.length > 0) {
-    const specs = retry.map((r) => ({
-      identifier: 'send_email',
-      payload: { email_send_log_id: r.row.id },
-      run_at: iso(new Date(at.getTime() + (retries[r.row.attempts - 1] ?? 0) * 1000)),
-      max_attempts: 10,
+    await addJobs(tx, 'send_email', retry.map((r) => ({
+      payload: { email_send_log_ids: [r.row.id] },
+      runAt: new Date(at.getTime() + (retries[r.row.attempts - 1] ?? 0) * 1000),
       priority: SEND_PRIORITY,
-    }));
-    await sql`SELECT graphile_worker.add_jobs(
-        ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${json(specs)}::json)))`.execute(tx);
+    })));
   }
 
   const events: NewEvent[] = [];

@@ -97,7 +97,7 @@ export function classify(err: SmtpError): Outcome {
   return { kind: atRecipient ? 'hard' : 'failed', response };
 }
 
-export function sendEmailTask(deps: { db: Db; config: Config }): Task {
+export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_email'> {
   const { db, config } = deps;
   const appSecret = config.appSecret;
   if (!appSecret) throw new Error('APP_SECRET is required to send e-mail');
@@ -159,8 +159,9 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
   }
 
   return async (payload) => {
-    const p = payload as { email_send_log_id?: string; email_send_log_ids?: string[] };
-    const ids = [...new Set(p.email_send_log_ids ?? (p.email_send_log_id ? [p.email_send_log_id] : []))];
+    // `email_send_log_id` (one id) is the payload older versions enqueued for retries; such jobs may still wait in the queue after an upgrade.
+    const legacy = (payload as { email_send_log_id?: string }).email_send_log_id;
+    const ids = [...new Set(payload.email_send_log_ids ?? (legacy ? [legacy] : []))];
     if (ids.length === 0) return;
     const { rows } = await sql<SendRow>`
       SELECT id, team_id, campaign_id, campaign_send_id, contact_id, email, attempts, open_tracking, click_tracking, status

@@ -93,7 +93,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
     );
 
     // A duplicate send_email job (or a retried one) claims nothing: still one message.
-    await t.database.pool.query(`SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_id', $1::text))`, [log.id]);
+    await t.database.pool.query(`SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_ids', json_build_array($1::text)))`, [log.id]);
     await drain(t);
     assert.equal(sink.messages.length, before + 1);
     assert.equal((await sendLog(t, s.teamId))[0].attempts, 1);
@@ -186,14 +186,14 @@ describe('sending: upsert → decision → SMTP → result', () => {
     await t.database.pool.query(`UPDATE email_send_log SET status = 'sending', updated_at = now() - interval '1 hour' WHERE id = $1`, [log.id]);
     const { sendEmailTask } = await import('../../src/mail/send.ts');
     const task = sendEmailTask({ db: t.database.db, config: testConfig({ sendLeaseSeconds: 600 }) });
-    await task({ email_send_log_id: log.id }, {} as never);
+    await task({ email_send_log_ids: [log.id] }, {} as never);
     const [after] = await sendLog(t, s.teamId);
     assert.equal(after.status, 'failed');
     assert.match(after.last_error!, /not resent/);
     assert.equal(sink.messages.length, before);
     // Within the lease the job is retried later (it throws), still without sending.
     await t.database.pool.query(`UPDATE email_send_log SET status = 'sending', updated_at = now() WHERE id = $1`, [log.id]);
-    await assert.rejects(async () => task({ email_send_log_id: log.id }, {} as never));
+    await assert.rejects(async () => task({ email_send_log_ids: [log.id] }, {} as never));
     assert.equal(sink.messages.length, before);
   });
 });
