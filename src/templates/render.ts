@@ -29,8 +29,6 @@ import {
   type Template,
   type TopLevelToken,
 } from 'liquidjs';
-import type { ErrorDetail } from '../lib/errors.ts';
-import { htmlToText } from './html-text.ts';
 import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from '../lib/render-limits.ts';
 
 // Tags that read other templates from a file system. A team's template must not
@@ -295,25 +293,6 @@ export function describeLiquidError(err: unknown, kind = 'syntax'): string {
     return line ? `Liquid ${kind} error at line ${line}: ${text}` : `Liquid ${kind} error: ${text}`;
   }
   return `Liquid ${kind} error: ${(err as Error)?.message ?? String(err)}`;
-}
-
-/** Parses each given field with the engine; one detail per field that does not parse or is over a cap. */
-export function checkLiquidSyntax(fields: Record<string, string | undefined>): ErrorDetail[] {
-  const details: ErrorDetail[] = [];
-  for (const [field, text] of Object.entries(fields)) {
-    if (text === undefined) continue;
-    try {
-      parseTemplate(text);
-    } catch (err) {
-      details.push({ field, message: describeLiquidError(err) });
-    }
-  }
-  return details;
-}
-
-/** Plain-text alternative of an HTML template; the Liquid markup passes through as text. */
-export function deriveAltContent(html: string): string {
-  return htmlToText(html);
 }
 
 /** Parses and renders a template string with the given variables, under the default limits (tests; the pool tasks cache the parse). */
