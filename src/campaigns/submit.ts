@@ -7,6 +7,7 @@ import { decide, type Candidate, type Decision } from './engine.ts';
 import type { SendDataValue } from './schemas.ts';
 import { AppError, notFound, validationFailed } from '../lib/errors.ts';
 import { claimEvent } from '../events/emit.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 export type SubmitInput = { event_name?: string; email?: string; idempotency_key?: string; payload?: Record<string, unknown> };
 
@@ -30,7 +31,7 @@ export async function submitToCampaign(db: Db, teamId: string, campaignId: strin
     if (!campaign.send_id || (campaign.status !== 'active' && campaign.status !== 'paused')) {
       throw new AppError('CONFLICT', `campaign send is ${campaign.status ?? 'missing'}; nothing can be submitted to it`);
     }
-    const email = input.email?.trim().toLowerCase();
+    const email = input.email === undefined ? undefined : normalizeEmail(input.email);
     const contact = email
       ? (await sql<{ id: string }>`SELECT id FROM contacts WHERE team_id = ${teamId} AND email = ${email}`.execute(tx)).rows[0]
       : undefined;

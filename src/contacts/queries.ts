@@ -7,6 +7,7 @@ import { emit, type NewEvent } from '../events/emit.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
 import { validationFailed } from '../lib/errors.ts';
 import type { ContactInputT } from './schemas.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 /** A validated, normalised contact: only the keys the client sent (absent keeps, null clears). */
 export type ContactPatch = { email: string; tags: string[] } & Record<string, unknown>;
@@ -51,7 +52,7 @@ export function normaliseContacts(
       patch[k] = v; // top level wins over nested
     }
     if (typeof patch.country_code === 'string') patch.country_code = patch.country_code.toUpperCase();
-    const email = c.email.trim().toLowerCase();
+    const email = normalizeEmail(c.email);
     let entry = byEmail.get(email);
     if (entry) Object.assign(entry.patch, patch);
     else {

@@ -16,6 +16,7 @@ import {
   type ContactInputT,
 } from './schemas.ts';
 import { contactView } from './view.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 const tags = ['contacts'];
 
@@ -91,7 +92,7 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const teamId = request.auth!.teamId;
-      const email = request.body.email.trim().toLowerCase();
+      const email = normalizeEmail(request.body.email);
       return db.transaction().execute(async (tx) => {
         await unsubscribeContacts(tx, teamId, [email], request.body.reason ?? null, 'api');
         const contact = await findContactByEmail(tx, teamId, email);
@@ -112,7 +113,7 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const teamId = request.auth!.teamId;
-      const emails = request.body.emails.map((e) => e.trim().toLowerCase());
+      const emails = request.body.emails.map(normalizeEmail);
       const r = await db.transaction().execute((tx) => unsubscribeContacts(tx, teamId, emails, request.body.reason ?? null, 'api'));
       return { ok: true as const, summary: { received: request.body.emails.length, unsubscribed: r.unsubscribed, unchanged: r.unchanged } };
     },

@@ -13,6 +13,7 @@ import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { savedPayload } from '../contacts/queries.ts';
 import { claimEvent, emit, enqueueEventProcessing } from '../events/emit.ts';
 import { UUID_RE } from '../http/schemas.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 type Tx = Transaction<Database>;
 
@@ -100,7 +101,7 @@ async function checkAttribution(tx: Tx, teamId: string, p: Record<string, unknow
 
 /** Records one ingested event with its effects; a repeated idempotency_key returns the first event and does nothing. */
 export async function ingestEvent(db: Db, teamId: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
-  const email = input.email?.trim().toLowerCase();
+  const email = input.email === undefined ? undefined : normalizeEmail(input.email);
   const p = input.payload ?? {};
   return db.transaction().execute(async (tx) => {
     if (input.event_name === 'lead.created' || input.event_name === 'sale.created') await checkAttribution(tx, teamId, p);

@@ -23,6 +23,7 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
 import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
+import { retryOnConflict } from '../lib/db-retry.ts';
 
 type Tx = Transaction<Database>;
 
@@ -57,19 +58,9 @@ const iso = (d: Date) => d.toISOString();
 const json = (v: unknown) => JSON.stringify(v);
 
 // A deadlock or serialization failure with a writer outside this module (an
-// unsubscribe, a tracking hit) is retried: the messages are already sent, and a
-// lost result would leave their rows in `sending` until the lease fails them.
-const RETRYABLE = new Set(['40P01', '40001']);
-
-async function retrying<T>(fn: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (attempt >= 3 || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
-    }
-  }
-}
+// unsubscribe, a tracking hit) is retried (retryOnConflict): the messages are
+// already sent, and a lost result would leave their rows in `sending` until the
+// lease fails them.
 
 /**
  * Records every result of a batch in one transaction, then adds the batch to
@@ -84,8 +75,8 @@ async function retrying<T>(fn: () => Promise<T>): Promise<T> {
  */
 export async function recordResults(db: Db, config: Config, results: SendResult[]): Promise<void> {
   if (results.length === 0) return;
-  const hot = await retrying(() => db.transaction().execute((tx) => recordTx(tx, config, results)));
-  await retrying(() =>
+  const hot = await retryOnConflict(() => db.transaction().execute((tx) => recordTx(tx, config, results)));
+  await retryOnConflict(() =>
     db.transaction().execute(async (tx) => {
       await sql`SET LOCAL synchronous_commit = off`.execute(tx);
       await addToCampaignCounters(tx, hot);

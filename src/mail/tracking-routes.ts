@@ -22,6 +22,7 @@ import {
   PAGE_HEADERS,
 } from './unsubscribe-page.ts';
 import { UUID_RE } from '../http/schemas.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 // The classic transparent 1×1 GIF (43 bytes).
 export const PIXEL_GIF = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
@@ -220,7 +221,7 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const found = await findSendForUnsubscribe(tx, id);
       if (!found) return undefined;
       // Unsubscribes the address the message went to, in the sending team only.
-      await unsubscribeContacts(tx, found.team_id, [found.email.trim().toLowerCase()], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+      await unsubscribeContacts(tx, found.team_id, [normalizeEmail(found.email)], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
       return found;
     });
     if (!send) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);

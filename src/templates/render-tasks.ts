@@ -10,7 +10,8 @@
 // per message; the cached source is compared with the given one, so a stale
 // key can never render other text.
 import { TrackingLinks } from '../lib/tracking-links.ts';
-import { escapeHtml, rewriteHtml } from './html-links.ts';
+import { rewriteHtml } from './html-links.ts';
+import { escapeHtml } from '../lib/text.ts';
 import type { ErrorDetail } from '../lib/errors.ts';
 import type { RenderLimits } from '../lib/render-limits.ts';
 import { describeLiquidError, limitErrorOf, parseCount, parseTemplate, renderParsed } from './render.ts';
