@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { sql } from 'kysely';
-import { escapeLike, pageMeta, withErrors } from '../http/schemas.ts';
-import { findContactByEmail, normaliseContacts, unsubscribeContacts, upsertContacts } from './queries.ts';
+import { pageMeta, withErrors } from '../http/schemas.ts';
+import { findContactByEmail, listUnsubscribed, normaliseContacts, unsubscribeContacts, upsertContacts } from './queries.ts';
 import {
   BulkUnsubscribeBody,
   BulkUnsubscribeResponse,
@@ -134,13 +133,8 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const page = request.query.page ?? 1;
       const perPage = request.query.per_page ?? 50;
       const search = request.query.search?.trim().toLowerCase();
-      let q = db.selectFrom('contacts').where('team_id', '=', teamId).where('status', '=', 'unsubscribed');
-      if (search) q = q.where(sql<boolean>`email LIKE ${'%' + escapeLike(search) + '%'}`);
-      const [{ n }, rows] = await Promise.all([
-        q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-        q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(perPage).offset((page - 1) * perPage).execute(),
-      ]);
-      return { ok: true as const, contacts: rows.map(contactView) as never[], meta: pageMeta(page, perPage, Number(n)) };
+      const { rows, total } = await listUnsubscribed(db, teamId, { page, perPage, search });
+      return { ok: true as const, contacts: rows.map(contactView) as never[], meta: pageMeta(page, perPage, total) };
     },
   );
 };

@@ -10,7 +10,7 @@ import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
-import { savedPayload } from '../contacts/queries.ts';
+import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
 import { claimEvent, emit, enqueueEventProcessing } from '../events/emit.ts';
 import { UUID_RE } from '../http/schemas.ts';
 import { normalizeEmail } from '../lib/text.ts';
@@ -118,10 +118,7 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
         break;
       case 'contact.unsubscribed': {
         const reason = typeof p.reason === 'string' ? p.reason : null;
-        const { rows } = await sql<{ unsubscribed_at: Date }>`
-          UPDATE contacts SET status = 'unsubscribed', unsubscribed_at = now(), unsubscribed_reason = ${reason}, updated_at = now()
-           WHERE id = ${contact!.id} AND team_id = ${teamId} AND status <> 'unsubscribed'
-          RETURNING unsubscribed_at`.execute(tx);
+        const { changed: rows } = await markUnsubscribed(tx, teamId, [contact!.email], reason);
         // Already unsubscribed: recorded, but no second email.contact.unsubscribed webhook.
         process = rows.length > 0;
         payload = {

@@ -6,3 +6,8 @@ export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (ch) => H
 
 /** The form every address is stored and compared in: contacts are unique per (team, normalised address). */
 export const normalizeEmail = (email: string): string => email.trim().toLowerCase();
+
+/** `50%_off\` → `50\%\_off\\`: a search term matched literally inside LIKE/ILIKE (default escape `\`). */
+export function escapeLike(term: string): string {
+  return term.replace(/[\\%_]/g, '\\$&');
+}
