@@ -69,21 +69,17 @@ export async function listCampaigns(
  * the campaign that uses it.
  */
 export async function lockActiveTemplateIds(trx: Transaction<Database>, teamId: string, ids: string[]): Promise<Set<string>> {
-  const rows = await trx
-    .selectFrom('templates')
-    .select('id')
-    .where('team_id', '=', teamId)
-    .where('status', '=', 'active')
-    .where('id', 'in', ids)
-    .forShare()
-    .execute();
-  return new Set(rows.map((r) => r.id));
+  return lockActiveIds(trx, 'templates', teamId, ids);
 }
 
 /** As lockActiveTemplateIds, for mail accounts. */
 export async function lockActiveMailAccountIds(trx: Transaction<Database>, teamId: string, ids: string[]): Promise<Set<string>> {
+  return lockActiveIds(trx, 'mail_accounts', teamId, ids);
+}
+
+async function lockActiveIds(trx: Transaction<Database>, table: 'templates' | 'mail_accounts', teamId: string, ids: string[]): Promise<Set<string>> {
   const rows = await trx
-    .selectFrom('mail_accounts')
+    .selectFrom(table)
     .select('id')
     .where('team_id', '=', teamId)
     .where('status', '=', 'active')

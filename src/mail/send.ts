@@ -24,7 +24,7 @@ import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { renderMessage } from './message.ts';
 import { RenderFailure } from '../templates/pool-run.ts';
-import { recordResults, type Outcome, type SendResult } from './send-record.ts';
+import { recordResults, type Outcome, type SendResult, type SentRow } from './send-record.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 
 export { SEND_PRIORITY, type Outcome } from './send-record.ts';
@@ -34,18 +34,8 @@ export const SEND_BATCH = 50;
 /** Pooled SMTP connections per mail account and worker process. */
 const SMTP_CONNECTIONS = 5;
 
-type SendRow = {
-  id: string;
-  team_id: string;
-  campaign_id: string | null;
-  campaign_send_id: string | null;
-  contact_id: string | null;
-  email: string;
-  attempts: number;
-  open_tracking: boolean;
-  click_tracking: boolean;
-  status: string;
-};
+/** A claimed row: what recordResults needs, and what the message is built with. */
+type SendRow = SentRow & { open_tracking: boolean; click_tracking: boolean; status: string };
 
 type Account = {
   id: string; host: string; port: number; security: MailSecurity; username: string | null;
