@@ -26,6 +26,19 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   parked: { bench: 'webhooks', usage: '--parked <n>           webhooks: a paused backlog of n parked deliveries (another team\'s disabled webhook) present throughout' },
   backlog: { bench: 'webhooks-backlog', usage: '--backlog <n>          webhooks-backlog: parked deliveries per disabled webhook (default 100000)' },
   'campaign-events': { bench: 'campaigns', usage: '--campaign-events <n>  campaigns: contact.saved events drained for throughput (default 20000)' },
+  attackers: { bench: 'isolation', usage: '--attackers <n>        isolation: concurrent attacker requests per input class (default 4)' },
+  'ping-rate': { bench: 'isolation', usage: '--ping-rate <n>        isolation: the victim\'s GET /ping requests per second, open loop (default 200)' },
+  'tx-emails': { bench: 'transactional', usage: '--tx-emails <n>        transactional: submits in the throughput run (default 2000)' },
+  'tx-batches': { bench: 'transactional', usage: '--tx-batches <n>       transactional: 500-e-mail batch requests timed (default 5)' },
+  claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
+};
+// Options that take text, and switches, of one benchmark only: they reach its
+// module as opts.text[name] and opts.switches[name].
+const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
+  classes: { bench: 'isolation', usage: '--classes <list>       isolation: hostile input classes to run, e.g. a,b,e (default: all, a-h)' },
+};
+const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
+  strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },
 };
 
 const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>] [benchmark options]
@@ -33,7 +46,7 @@ const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--conne
   name                   benchmark(s) to run: ${knownBenchmarks().join(', ') || '(none)'}; default: all
   -d, --duration <s>     seconds of load per measured run (default 10)
   -c, --connections <n>  concurrent connections (default 50)
-${Object.values(BENCH_FLAGS).map((f) => `  ${f.usage}`).join('\n')}
+${[...Object.values(BENCH_FLAGS), ...Object.values(TEXT_FLAGS), ...Object.values(SWITCH_FLAGS)].map((f) => `  ${f.usage}`).join('\n')}
 
 Uses the PostgreSQL in DATABASE_URL when set (a fresh database, dropped at the
 end; APP_SECRET is generated when unset), else an embedded one in a temporary
@@ -69,7 +82,8 @@ function parse() {
       duration: { type: 'string', short: 'd' },
       connections: { type: 'string', short: 'c' },
       help: { type: 'boolean', short: 'h' },
-      ...Object.fromEntries(Object.keys(BENCH_FLAGS).map((k) => [k, { type: 'string' as const }])),
+      ...Object.fromEntries([...Object.keys(BENCH_FLAGS), ...Object.keys(TEXT_FLAGS)].map((k) => [k, { type: 'string' as const }])),
+      ...Object.fromEntries(Object.keys(SWITCH_FLAGS).map((k) => [k, { type: 'boolean' as const }])),
     },
   });
 }
@@ -96,6 +110,16 @@ for (const [flag, { bench }] of Object.entries(BENCH_FLAGS)) {
   if (raw === undefined) continue;
   if (!names.includes(bench)) fail(`--${flag} applies to ${bench} only, which is not being run`);
   flags[flag] = positive(flag, String(raw), 0, true);
+}
+const text: Record<string, string | undefined> = {};
+const switches: Record<string, boolean> = {};
+for (const [table, into] of [[TEXT_FLAGS, text], [SWITCH_FLAGS, switches]] as const) {
+  for (const [flag, { bench }] of Object.entries(table)) {
+    const raw = (args.values as Record<string, unknown>)[flag];
+    if (raw === undefined) continue;
+    if (!names.includes(bench)) fail(`--${flag} applies to ${bench} only, which is not being run`);
+    (into as Record<string, unknown>)[flag] = raw;
+  }
 }
 
 const log = (msg: string) => process.stderr.write(`[bench] ${msg}\n`);
@@ -142,6 +166,8 @@ for (const name of names) {
     duration,
     connections,
     flags,
+    text,
+    switches,
     postgres: () => (postgres ??= openBenchPostgres(log)),
     defer: (fn) => void deferred.push(fn),
     log,

@@ -11,6 +11,10 @@ export type BenchOptions = {
   connections: number;
   /** Benchmark-specific options (BENCH_FLAGS in run.ts): positive integers, undefined when not given. */
   flags: Readonly<Record<string, number | undefined>>;
+  /** Benchmark-specific text options (TEXT_FLAGS in run.ts), undefined when not given. */
+  text: Readonly<Record<string, string | undefined>>;
+  /** Benchmark-specific switches (SWITCH_FLAGS in run.ts): true when given. */
+  switches: Readonly<Record<string, boolean | undefined>>;
   /**
    * The PostgreSQL server to benchmark against, started on first call and
    * shared by the benchmarks of one `npm run bench`: the one in DATABASE_URL,

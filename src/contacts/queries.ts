@@ -4,6 +4,7 @@ import { CompiledQuery, sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type NewEvent } from '../events/emit.ts';
+import { suppress } from './suppressions.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
 import { validationFailed } from '../lib/errors.ts';
 import type { ContactInputT } from './schemas.ts';
@@ -304,6 +305,8 @@ export async function unsubscribeContacts(
   method: 'api' | 'link' | 'one_click',
 ): Promise<{ unsubscribed: number; unchanged: number }> {
   const { changed, total } = await markUnsubscribed(tx, teamId, emails, reason);
+  // The suppression list every send path reads (marketing only for this reason).
+  await suppress(tx, changed.map((r) => ({ team_id: teamId, email: r.email, reason: 'unsubscribed' as const })));
   await emit(
     tx,
     changed.map((r) => ({

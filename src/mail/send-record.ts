@@ -24,6 +24,7 @@ import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
 import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
 import { retryOnConflict } from '../lib/db-retry.ts';
+import { suppress } from '../contacts/suppressions.ts';
 
 type Tx = Transaction<Database>;
 
@@ -34,6 +35,11 @@ type Tx = Transaction<Database>;
  * latency at a steady 200 events/s).
  */
 export const SEND_PRIORITY = JOB_PRIORITY.eventTriggered;
+/** Transactional sends run before campaign sends: a campaign never holds a password reset back. */
+export const TRANSACTIONAL_SEND_PRIORITY = JOB_PRIORITY.transactional;
+
+export const sendPriority = (source: string | undefined): number =>
+  source === 'transactional' ? TRANSACTIONAL_SEND_PRIORITY : SEND_PRIORITY;
 
 export type SentRow = {
   id: string;
@@ -43,6 +49,7 @@ export type SentRow = {
   contact_id: string | null;
   email: string;
   attempts: number;
+  source?: 'campaign' | 'transactional';
 };
 
 export type Outcome =
@@ -150,12 +157,17 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
         FROM jsonb_to_recordset(${json(list)}::jsonb) AS x (id uuid, team_id uuid, sent int, soft int, hard int)
        WHERE c.id = x.id AND c.team_id = x.team_id`.execute(tx);
   }
+  // A hard bounce suppresses the address for the team for every kind of mail,
+  // contact or not (transactional recipients need not be contacts).
+  await suppress(tx, items.filter((r) => r.kind === 'hard').map((r) => ({
+    team_id: r.row.team_id, email: r.row.email, reason: 'bounced_hard' as const, message_id: r.row.id,
+  })));
   const retry = items.filter((r) => r.kind === 'temporary');
   if (retry.length > 0) {
     await addJobs(tx, 'send_email', retry.map((r) => ({
       payload: { email_send_log_ids: [r.row.id] },
       runAt: new Date(at.getTime() + (retries[r.row.attempts - 1] ?? 0) * 1000),
-      priority: SEND_PRIORITY,
+      priority: sendPriority(r.row.source),
     })));
   }
 

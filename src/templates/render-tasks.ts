@@ -87,7 +87,8 @@ function escapeDeep(value: unknown): unknown {
 
 export type RenderMessageInput = {
   sendLogId: string;
-  contact: Record<string, unknown>;
+  /** Null: the recipient is not a contact (transactional mail to an address). */
+  contact: Record<string, unknown> | null;
   /** `key`: the template's version (id and updated_at); without it, nothing is cached. */
   template: { key?: string; subject: string | null; content: string; alt_content: string };
   sendData: { open_tracking?: boolean; click_tracking?: boolean };
@@ -150,8 +151,10 @@ export function renderMessage(m: RenderMessageInput, pre?: Partial<Record<Templa
   const unsubscribeUrl = !withUnsubscribe ? null : links ? links.unsubscribeUrl(m.sendLogId) : PREVIEW_UNSUBSCRIBE;
   const payload = m.event?.payload ?? {};
   const variables: Record<string, unknown> = {
+    // Transactional variables: at the top level and under `variables`; ours win.
     ...m.variables,
-    contact: contactVariables(m.contact),
+    ...(m.variables ? { variables: m.variables } : {}),
+    contact: m.contact ? contactVariables(m.contact) : null,
     event: m.event ? { name: m.event.name, occurred_at: new Date(m.event.occurred_at).toISOString(), payload } : null,
     payload,
     campaign: m.campaign,

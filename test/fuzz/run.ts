@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import { ERROR_STATUS } from '../../src/http/errors.ts';
 import { bodyValue, enc, encodeBody, NASTY_STRINGS, pathId, queryString, type Pools, type RawBody, type Schema } from './generate.ts';
 import { dashboardRequest } from './dashboard.ts';
+import { StallMeter } from './stall.ts';
 import { idKindOf, type IdKind, type Team, type World } from './world.ts';
 
 export type Operation = {
@@ -30,7 +31,11 @@ export type Req = {
   payload?: string | Buffer;
 };
 
-export type Stats = { seed: number; total: number; byStatus: Map<number, number>; byOperation: Map<string, Map<number, number>>; ms: number };
+export type Stats = {
+  seed: number; total: number; byStatus: Map<number, number>; byOperation: Map<string, Map<number, number>>; ms: number;
+  /** Longest event-loop stall while a request was in flight (after the warm-up), ms, and the request then in flight. */
+  maxStallMs: number; maxWallStallMs?: number; worstStall?: { ms: number; label: string };
+};
 
 export function operationsOf(doc: { paths: Record<string, Record<string, any>> }): Operation[] {
   const ops: Operation[] = [];
@@ -225,6 +230,8 @@ export type FuzzOptions = {
   timeoutMs?: number;
   batch?: number;
   log?: (line: string) => void;
+  /** Requests not counted in the stall figure (JIT, first compilations); default 100. */
+  stallWarmup?: number;
 };
 
 export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
@@ -233,7 +240,8 @@ export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const batch = opts.batch ?? 200;
   const seed = opts.seed ?? Date.now() ^ (Math.random() * 2 ** 31);
-  const stats: Stats = { seed, total: 0, byStatus: new Map(), byOperation: new Map(), ms: 0 };
+  const stats: Stats = { seed, total: 0, byStatus: new Map(), byOperation: new Map(), ms: 0, maxStallMs: 0 };
+  const meter = new StallMeter(opts.stallWarmup ?? 100);
   const started = Date.now();
   const send = async (req: Req) => {
     let timer: NodeJS.Timeout | undefined;
@@ -241,7 +249,8 @@ export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
       timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
     });
     try {
-      return await Promise.race([world.app.inject({ method: req.method as 'GET', url: req.url, headers: req.headers, payload: req.payload }), timeout]);
+      return await meter.around(`${req.method} ${req.url.slice(0, 120)}`, () =>
+        Promise.race([world.app.inject({ method: req.method as 'GET', url: req.url, headers: req.headers, payload: req.payload }), timeout]));
     } finally {
       clearTimeout(timer);
     }
@@ -293,11 +302,18 @@ export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
     throw new Error(`contract fuzz failed (seed ${seed}; re-run with --seed ${seed} or FUZZ_SEED=${seed}):\n${(err as Error).message}${why}`, { cause: err });
   }
   stats.ms = Date.now() - started;
+  stats.maxStallMs = meter.maxMs();
+  stats.maxWallStallMs = meter.maxWallMs;
+  stats.worstStall = meter.worst;
   return stats;
 }
 
 export function formatStats(stats: Stats): string {
-  const lines = [`${stats.total} requests in ${(stats.ms / 1000).toFixed(1)} s (seed ${stats.seed})`, 'by status:'];
+  const lines = [
+    `${stats.total} requests in ${(stats.ms / 1000).toFixed(1)} s (seed ${stats.seed}); event-loop stall max ${stats.maxStallMs.toFixed(0)} ms` +
+      (stats.worstStall ? ` (during ${stats.worstStall.label})` : ''),
+    'by status:',
+  ];
   for (const [s, n] of [...stats.byStatus].sort((x, y) => x[0] - y[0])) lines.push(`  ${s}  ${n}`);
   lines.push('by operation:');
   for (const [op, m] of [...stats.byOperation].sort()) {
