@@ -8,6 +8,8 @@ import type { Database } from '../db/schema.ts';
 import { SEND_BATCH, TRANSACTIONAL_SEND_PRIORITY } from './send.ts';
 import type { EmailStatus } from './emails-schemas.ts';
 import { addJobs } from '../lib/jobs.ts';
+import { normalizeEmail } from '../lib/text.ts';
+import { paginate } from '../lib/paginate.ts';
 
 type Tx = Transaction<Database>;
 
@@ -36,7 +38,7 @@ export async function loadRefs(
     sql<{ id: string; email: string }>`
       SELECT id, email FROM contacts WHERE team_id = ${teamId} AND id = ANY (${ids((i) => i.contact_id)}::uuid[])`.execute(tx),
     sql<{ id: string; email: string }>`
-      SELECT id, email FROM contacts WHERE team_id = ${teamId} AND email = ANY (${ids((i) => i.to_email.trim().toLowerCase())}::text[])`.execute(tx),
+      SELECT id, email FROM contacts WHERE team_id = ${teamId} AND email = ANY (${ids((i) => normalizeEmail(i.to_email))}::text[])`.execute(tx),
   ]);
   return {
     templates: new Map(templates.rows.map((r) => [r.id, r])),
@@ -186,14 +188,14 @@ export async function listEmails(
   const where = [sql`team_id = ${teamId}`];
   if (f.source) where.push(sql`source = ${f.source}`);
   if (f.status) where.push(sql`status = ANY (${INTERNAL_STATUSES[f.status]}::text[])`);
-  if (f.to_email) where.push(sql`email = ${f.to_email.trim().toLowerCase()}`);
+  if (f.to_email) where.push(sql`email = ${normalizeEmail(f.to_email)}`);
   const cond = sql.join(where, sql` AND `);
-  const { rows: n } = await sql<{ n: string }>`SELECT count(*) AS n FROM email_send_log WHERE ${cond}`.execute(db);
-  const total = Number(n[0]!.n);
-  const offset = (f.page - 1) * f.perPage;
-  if (offset >= total) return { rows: [], total };
-  const { rows } = await sql<LogRow>`
-    SELECT ${LOG_COLUMNS} FROM email_send_log WHERE ${cond}
-     ORDER BY created_at DESC, id DESC LIMIT ${f.perPage} OFFSET ${offset}`.execute(db);
-  return { rows, total };
+  return paginate(
+    f,
+    async () => (await sql<{ n: string }>`SELECT count(*) AS n FROM email_send_log WHERE ${cond}`.execute(db)).rows[0]!.n,
+    async (limit, offset) =>
+      (await sql<LogRow>`
+        SELECT ${LOG_COLUMNS} FROM email_send_log WHERE ${cond}
+         ORDER BY created_at DESC, id DESC LIMIT ${limit} OFFSET ${offset}`.execute(db)).rows,
+  );
 }
