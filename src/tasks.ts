@@ -10,8 +10,11 @@ import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
 import { processEventsTask } from './events/process.ts';
 import type { JobName } from './lib/jobs.ts';
 import { pausedBacklogTask } from './webhooks/backlog.ts';
+import { retentionTask } from './ops/retention.ts';
+import { autoDisableTask } from './webhooks/auto-disable.ts';
 import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
+import { contactImportTask } from './contacts/imports.ts';
 
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
 export type TaskDeps = { db: Db; config: Config; now?: Clock };
@@ -41,5 +44,8 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
     process_events: processEventsTask(deps.db, eventHandlers),
     send_email: sendEmailTask(deps),
     webhook_paused_backlog: pausedBacklogTask(deps.db, deps.config),
+    retention: retentionTask(deps.db, deps.config),
+    webhook_auto_disable: autoDisableTask(deps.db, deps.config),
+    contact_import: contactImportTask({ db: deps.db, maxTags: deps.config.contactMaxTags }),
   };
 }

@@ -12,6 +12,12 @@ export type JobPayloads = {
   send_email: { email_send_log_ids: string[] };
   /** Cron (webhooks/backlog.ts): no payload. */
   webhook_paused_backlog: Record<string, never>;
+  /** Cron (ops/retention.ts): no payload. */
+  retention: Record<string, never>;
+  /** Cron (webhooks/auto-disable.ts): no payload. */
+  webhook_auto_disable: Record<string, never>;
+  /** One uploaded CSV file (contacts/imports.ts). */
+  contact_import: { import_id: string };
 };
 
 declare global {
@@ -40,6 +46,11 @@ const JOB_DEFAULTS: { [N in JobName]: { maxAttempts: number; priority: number } 
   process_events: { maxAttempts: 25, priority: JOB_PRIORITY.eventProcessing },
   send_email: { maxAttempts: 10, priority: JOB_PRIORITY.eventTriggered },
   webhook_paused_backlog: { maxAttempts: 25, priority: JOB_PRIORITY.background },
+  retention: { maxAttempts: 25, priority: JOB_PRIORITY.background },
+  webhook_auto_disable: { maxAttempts: 25, priority: JOB_PRIORITY.background },
+  // One attempt: a re-run would redo committed batches (harmless, upserts are
+  // idempotent) but the import page would count them twice; a failure is shown instead.
+  contact_import: { maxAttempts: 1, priority: JOB_PRIORITY.background },
 };
 
 export type JobSpec<N extends JobName> = { payload: JobPayloads[N]; priority?: number; runAt?: Date; maxAttempts?: number };

@@ -24,6 +24,7 @@ import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
 import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
 import { retryOnConflict } from '../lib/db-retry.ts';
+import { jitteredDelay } from '../lib/jitter.ts';
 import { suppress } from '../contacts/suppressions.ts';
 
 type Tx = Transaction<Database>;
@@ -166,7 +167,7 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
   if (retry.length > 0) {
     await addJobs(tx, 'send_email', retry.map((r) => ({
       payload: { email_send_log_ids: [r.row.id] },
-      runAt: new Date(at.getTime() + (retries[r.row.attempts - 1] ?? 0) * 1000),
+      runAt: new Date(at.getTime() + jitteredDelay(retries[r.row.attempts - 1] ?? 0, config.retryJitter) * 1000),
       priority: sendPriority(r.row.source),
     })));
   }

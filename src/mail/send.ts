@@ -125,9 +125,12 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
     const { contact, account, template, sendData, event, campaign, transactional } = loaded as Context;
     let message;
     try {
+      // The unsubscribe link names the recipient (contact, or the address for
+      // mail to a non-contact), so it outlives this row (retention).
+      const recipient = { teamId: row.team_id, contactId: row.contact_id, email: row.email };
       message = await renderMessage(
         {
-          sendLogId: row.id, contact: contact ?? {}, template, account, sendData, event, campaign, links,
+          sendLogId: row.id, contact: contact ?? {}, template, account, sendData, event, campaign, links, recipient,
           ...(transactional ? {
             variables: transactional.variables, toEmail: row.email, toName: transactional.to_name,
             replyTo: transactional.reply_to, listUnsubscribe: transactional.list_unsubscribe, hasContact: contact !== null,

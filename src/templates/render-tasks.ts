@@ -9,7 +9,7 @@
 // updated_at), so a campaign parses each template once per thread, not once
 // per message; the cached source is compared with the given one, so a stale
 // key can never render other text.
-import { TrackingLinks } from '../lib/tracking-links.ts';
+import { TrackingLinks, type UnsubscribeRecipient } from '../lib/tracking-links.ts';
 import { rewriteHtml } from './html-links.ts';
 import { escapeHtml } from '../lib/text.ts';
 import type { ErrorDetail } from '../lib/errors.ts';
@@ -100,6 +100,11 @@ export type RenderMessageInput = {
   links: { publicUrl: string; appSecret: string } | null;
   /** Whether the message carries an unsubscribe link (List-Unsubscribe); default true. */
   unsubscribe?: boolean;
+  /**
+   * Who the unsubscribe link is for. Given, the link names the recipient and
+   * outlives the send log row (retention); absent, it names the row.
+   */
+  recipient?: UnsubscribeRecipient;
   limits: RenderLimits;
 };
 
@@ -148,7 +153,7 @@ export function renderMessage(m: RenderMessageInput, pre?: Partial<Record<Templa
   const deadline = started + m.limits.renderBudgetMs;
   const links = m.links ? trackingLinks(m.links.publicUrl, m.links.appSecret) : null;
   const withUnsubscribe = m.unsubscribe !== false;
-  const unsubscribeUrl = !withUnsubscribe ? null : links ? links.unsubscribeUrl(m.sendLogId) : PREVIEW_UNSUBSCRIBE;
+  const unsubscribeUrl = !withUnsubscribe ? null : links ? (m.recipient ? links.recipientUnsubscribeUrl(m.recipient) : links.unsubscribeUrl(m.sendLogId)) : PREVIEW_UNSUBSCRIBE;
   const payload = m.event?.payload ?? {};
   const variables: Record<string, unknown> = {
     // Transactional variables: at the top level and under `variables`; ours win.

@@ -137,6 +137,14 @@ export async function createWorld(opts: { rateLimitPerMinute?: number } = {}): P
       tracking.paths.push(u.pathname + u.search);
     }
   }
+  // Recipient-signed unsubscribe links: by contact and by address, per team.
+  for (const team of [a, b]) {
+    const contactId = team.ids.contact[0] ?? null;
+    for (const url of [
+      links.recipientUnsubscribeUrl({ teamId: team.teamId, contactId, email: 'fuzz@example.com' }),
+      links.recipientUnsubscribeUrl({ teamId: team.teamId, contactId: null, email: 'Fuzz.Address@example.com' }),
+    ]) tracking.paths.push(new URL(url).pathname);
+  }
   return {
     t,
     app: t.app,

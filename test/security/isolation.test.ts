@@ -39,6 +39,8 @@ const NOT_TEAM_ROUTES: Record<string, string> = {
   '/t/c/:id/:sig': 'signed link (test/tracking/security.test.ts, test/mail/tracking-links.test.ts)',
   '/t/h/:id/:sig': 'signed link (test/tracking/security.test.ts)',
   '/u/:id/:sig': 'signed link (test/tracking/unsubscribe.test.ts, test/tracking/security.test.ts)',
+  '/u/c/:team/:ref/:sig': 'signed link over (team, contact); the team is part of what is signed (test/ops/retention.test.ts)',
+  '/u/a/:team/:ref/:sig': 'signed link over (team, address); the team is part of what is signed (test/ops/retention.test.ts)',
   '/assets/:name': 'static dashboard files, the same for everyone',
 };
 
