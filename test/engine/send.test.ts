@@ -180,7 +180,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
     const { rows } = await t.database.pool.query<{ wait: number }>(
       `SELECT extract(epoch FROM j.run_at - l.updated_at)::float8 AS wait
          FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id, email_send_log l
-        WHERE k.identifier = 'send_email' AND l.id = $1 AND j.payload->'email_send_log_ids' @> to_jsonb(ARRAY[l.id::text])`, [log.id]);
+        WHERE k.identifier = 'send_email' AND l.id = $1 AND (j.payload::jsonb)->'email_send_log_ids' @> to_jsonb(ARRAY[l.id::text])`, [log.id]);
     assert.equal(rows.length, 1);
     assert.ok(rows[0]!.wait >= 3600 * 0.8 - 1 && rows[0]!.wait <= 3600 * 1.2 + 1, `retry due ${rows[0]!.wait} s after the deferral`);
   });
