@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Agent } from 'undici';
-import { notFound, validationFailed } from '../http/errors.ts';
+import { notFound, validationFailed } from '../lib/errors.ts';
 import { dateTimeValue, Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { samplePayload, type WebhookEvent } from './catalog.ts';
 import { attemptDelivery, deliveryAgent } from './deliver.ts';
