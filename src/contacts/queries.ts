@@ -177,9 +177,14 @@ export type UpsertResult = { created: SavedRow[]; updated: SavedRow[]; unchanged
 // PostgreSQL's int: "no cap" as a parameter.
 const NO_CAP = 2_147_483_647;
 
+/** The bulk upsert statement for a batch (exported so a test can EXPLAIN the real thing). */
+export function upsertStatement(teamId: string, patches: ContactPatch[], maxTags = Infinity): { sql: string; params: unknown[] } {
+  return { sql: UPSERT_SQL, params: [teamId, JSON.stringify(patches), Math.min(maxTags, NO_CAP)] };
+}
+
 async function upsertOnce(tx: Transaction<Database>, teamId: string, patches: ContactPatch[], maxTags: number) {
-  const params = [teamId, JSON.stringify(patches), Math.min(maxTags, NO_CAP)];
-  const { rows } = await tx.executeQuery<SavedRow>(CompiledQuery.raw(UPSERT_SQL, params));
+  const { sql, params } = upsertStatement(teamId, patches, maxTags);
+  const { rows } = await tx.executeQuery<SavedRow>(CompiledQuery.raw(sql, params));
   const created: SavedRow[] = [];
   const updated: SavedRow[] = [];
   const pre = new Map<string, { added: number; stored: number }>();
