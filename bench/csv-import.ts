@@ -161,7 +161,7 @@ export async function run(opts: BenchOptions): Promise<void> {
           ['API bulk-upsert (4 in flight, events)', apiContacts, apiSeconds.toFixed(1), fmt(Math.round(apiRate)), '-'],
         ],
       ) +
-      `team sizes: import 0 -> ${fmt(rows)}, API 0 -> ${fmt(apiContacts)} (after the import, in the same table)\n` +
+      `\nteam sizes: import 0 -> ${fmt(rows)}, API 0 -> ${fmt(apiContacts)} (after the import, in the same table)` +
       `\nimport / API rate: ${(importRate / apiRate).toFixed(2)} (goal >= 1); peak RSS goal < 300 MB: ${imp.peakMb < 300 ? 'met' : 'MISSED'}\n`,
   );
 }
