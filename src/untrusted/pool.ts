@@ -9,7 +9,7 @@ import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
 
 export type UntrustedPoolOptions = {
-  /** Worker module; tests pass their own. Default: ./tasks.ts beside this file. */
+  /** Worker module; tests pass their own. Default: src/pool-tasks.ts. */
   filename?: string;
   /** Threads at most (default: the machine's cores, at least 2). */
   maxThreads?: number;
@@ -41,7 +41,7 @@ export class UntrustedPool {
     this.budgetMs = opts.budgetMs ?? 2_000;
     const maxOld = opts.maxOldGenerationSizeMb ?? 256;
     this.pool = new Piscina({
-      filename: opts.filename ?? new URL('./tasks.ts', import.meta.url).href,
+      filename: opts.filename ?? new URL('../pool-tasks.ts', import.meta.url).href,
       minThreads: 1,
       maxThreads: opts.maxThreads ?? Math.max(2, availableParallelism()),
       maxQueue: opts.maxQueue ?? 1_000,
