@@ -18,7 +18,8 @@ export type MessageInput = Omit<RenderMessageInput, 'limits'> & {
 
 export type RenderedMessage = Mail.Options & { subject: string; html: string; text: string; messageId: string };
 
-export type RenderOptions = { limits?: RenderLimits; pool?: UntrustedPool };
+/** `team`: whose message this is, for the pool's fair share between teams. */
+export type RenderOptions = { limits?: RenderLimits; pool?: UntrustedPool; team?: string };
 
 /**
  * The template could not be rendered for this message: over a cap, over its
@@ -38,17 +39,17 @@ export class RenderFailure extends Error {
 }
 
 /**
- * The pool's budget for a task starts when the task is queued, not when a
- * thread takes it, so it is only a backstop: the render budget proper is
- * enforced in the thread (Liquid's render deadline), and this allowance keeps
- * a task that waited behind others from being failed for the wait.
+ * The pool's budget for a task starts when a thread takes it and is only a
+ * backstop: the render budget proper is enforced in the thread (Liquid's
+ * render deadline). The allowance covers what the thread's own clock does not
+ * see: starting a fresh thread (after one was ended) and waiting for a core.
  */
 export const POOL_QUEUE_ALLOWANCE_MS = 5_000;
 
 /** Runs a pool task for a template; budget overruns become RenderFailure, a full pool stays UntrustedWorkError. */
-export async function runTemplateTask<T>(pool: UntrustedPool, task: string, input: unknown, budgetMs: number): Promise<T> {
+export async function runTemplateTask<T>(pool: UntrustedPool, task: string, input: unknown, budgetMs: number, team?: string): Promise<T> {
   try {
-    return await pool.run<T>(task, input, budgetMs + POOL_QUEUE_ALLOWANCE_MS);
+    return await pool.run<T>(task, input, budgetMs + POOL_QUEUE_ALLOWANCE_MS, team);
   } catch (err) {
     if (err instanceof UntrustedWorkError && err.reason !== 'overloaded') {
       const what = { timeout: `took longer than ${budgetMs + POOL_QUEUE_ALLOWANCE_MS} ms`, memory: 'used more memory than allowed', crashed: 'stopped the renderer' }[err.reason];
@@ -71,7 +72,7 @@ export async function renderMessage(m: MessageInput, opts: RenderOptions = {}): 
   const { account, to, ...rest } = m;
   const input: RenderMessageInput = { ...rest, sendData: { open_tracking: m.sendData.open_tracking, click_tracking: m.sendData.click_tracking }, limits };
   // A cache miss parses too: the budget covers a parse and a render.
-  const r = await runTemplateTask<RenderMessageResult>(opts.pool ?? untrustedPool(), 'renderMessage', input, limits.parseBudgetMs + limits.renderBudgetMs);
+  const r = await runTemplateTask<RenderMessageResult>(opts.pool ?? untrustedPool(), 'renderMessage', input, limits.parseBudgetMs + limits.renderBudgetMs, opts.team);
   if (!r.ok) throw new RenderFailure(r.field, r.limit ? 'limit' : 'liquid', `${r.field}: ${r.message}`);
 
   const messageId = messageIdFor(m.sendLogId, account.from_email);

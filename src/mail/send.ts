@@ -121,7 +121,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
     if (contact.status !== 'active') return rec.finish({ id: row.id, status: 'cancelled', error: `contact is ${contact.status}` });
     let message;
     try {
-      message = await renderMessage({ sendLogId: row.id, contact, template, account, sendData, event, campaign, links }, { limits: config.render });
+      message = await renderMessage({ sendLogId: row.id, contact, template, account, sendData, event, campaign, links }, { limits: config.render, team: row.team_id });
     } catch (err) {
       // The template's fault (a cap, its budget, a Liquid error): this message
       // fails, the batch and the campaign go on. Anything else (a full pool)
