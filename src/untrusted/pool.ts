@@ -38,10 +38,14 @@ export type UntrustedPoolOptions = {
 };
 
 /**
- * Each thread's old-generation heap. The largest legal tasks, measured: a
- * 10 MiB bulk body parsed and checked (100,000 values) peaks at about 40 MiB,
- * a 1 MiB template's parse and render at its 8 MiB HTML cap at about 60 MiB;
- * 128 MiB keeps a margin and halves what two threads may hold at 256.
+ * Each thread's old-generation heap. The largest legal tasks, measured one at
+ * a time in a thread (a 10 MiB bulk body of 96,000 values parsed and checked;
+ * a render just under the 8 MiB HTML cap with every link tracked and its text
+ * derived; a 1 MiB template parsed and rendered) all fail at 32 MiB and all
+ * pass at 48 MiB. 128 MiB leaves room for the compiled-template cache
+ * (render-tasks.ts) beside the largest task, and halves what the threads could
+ * hold at the former 256 MiB (the isolation bench's RSS went from 657-808 MiB
+ * to under 470 MiB with this and the fair share below).
  */
 export const DEFAULT_POOL_HEAP_MIB = 128;
 

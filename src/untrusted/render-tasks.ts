@@ -21,8 +21,12 @@ export type TemplateField = 'subject' | 'content' | 'alt_content';
 
 // ---- Compiled-template cache -------------------------------------------------
 
-/** Cached sources at most, in characters per thread: a few dozen large templates, or thousands of small ones. */
-const CACHE_MAX_CHARS = 32 * 1024 * 1024;
+/**
+ * Cached sources at most, in characters per thread: eight 1 MiB templates, or
+ * hundreds of typical ones. Sources and their parsed form must fit beside the
+ * largest task in the thread's heap (pool.ts, DEFAULT_POOL_HEAP_MIB).
+ */
+const CACHE_MAX_CHARS = 8 * 1024 * 1024;
 const CACHE_MAX_ENTRIES = 2_000;
 const cache = new Map<string, { source: string; templates: Template[] }>();
 let cachedChars = 0;
