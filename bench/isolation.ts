@@ -231,9 +231,20 @@ export async function run(opts: BenchOptions): Promise<void> {
   let stats: AttackStats = {};
   const hostile = await phase('h', opts.duration, async () => {
     stats = await new Promise<AttackStats>((resolve) => {
-      attack.on('message', (m: { type: string; stats: AttackStats }) => m.type === 'stats' && resolve(m.stats));
+      // The attack process answers within 5 s of the stop (lib/attack.ts); if it
+      // does not, the report goes on without its counts rather than hang.
+      const timer = setTimeout(() => {
+        setupNotes.push('the attack process sent no counts within 20 s of the stop');
+        resolve({});
+      }, 20_000);
+      attack.on('message', (m: { type: string; stats: AttackStats }) => {
+        if (m.type !== 'stats') return;
+        clearTimeout(timer);
+        resolve(m.stats);
+      });
       attack.send({ type: 'stop' });
     });
+    attack.kill('SIGKILL');
   });
   await drain(hostile, drainMs);
   const hookCount = ((await (await fetch(`${hooks.origin}/count`)).json()) as { count: number }).count;
