@@ -28,6 +28,9 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   'campaign-events': { bench: 'campaigns', usage: '--campaign-events <n>  campaigns: contact.saved events drained for throughput (default 20000)' },
   attackers: { bench: 'isolation', usage: '--attackers <n>        isolation: concurrent attacker requests per input class (default 4)' },
   'ping-rate': { bench: 'isolation', usage: '--ping-rate <n>        isolation: the victim\'s GET /ping requests per second, open loop (default 200)' },
+  'tx-emails': { bench: 'transactional', usage: '--tx-emails <n>        transactional: submits in the throughput run (default 2000)' },
+  'tx-batches': { bench: 'transactional', usage: '--tx-batches <n>       transactional: 500-e-mail batch requests timed (default 5)' },
+  claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
 };
 // Options that take text, and switches, of one benchmark only: they reach its
 // module as opts.text[name] and opts.switches[name].

@@ -22,6 +22,7 @@ import { contactsRoutes } from './contacts/routes.ts';
 import { dashboardRoutes } from './dashboard/plugin.ts';
 import { ingestRoutes } from './events/ingest-routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
+import { emailsRoutes } from './mail/emails-routes.ts';
 import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
@@ -155,6 +156,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(campaignsRoutes, { prefix: '/email/campaigns' });
       await api.register(webhooksRoutes, { prefix: '/webhooks' });
       await api.register(ingestRoutes, { prefix: '/email/events' });
+      await api.register(emailsRoutes, { prefix: '/email/emails' });
     },
     { prefix: '/public/v1' },
   );

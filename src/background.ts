@@ -10,6 +10,8 @@ import type pg from 'pg';
 import pino from 'pino';
 import { buildTaskList, type TaskDeps } from './tasks.ts';
 import { BACKLOG_CRON } from './webhooks/backlog.ts';
+import { RETENTION_CRON } from './ops/retention.ts';
+import { AUTO_DISABLE_CRON } from './webhooks/auto-disable.ts';
 import { WebhookDispatcher } from './webhooks/dispatcher.ts';
 
 export type WorkerHandle = { readonly runner: Runner; dispatcher: WebhookDispatcher; stop(): Promise<void> };
@@ -71,7 +73,7 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
     },
     // Periodic tasks, one line each. graphile-worker runs each once per tick
     // across all worker processes (known_crontabs), however many there are.
-    crontab: [BACKLOG_CRON].join('\n'),
+    crontab: [BACKLOG_CRON, RETENTION_CRON, AUTO_DISABLE_CRON].join('\n'),
     logger,
     events,
   };

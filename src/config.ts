@@ -42,6 +42,8 @@ export type Config = {
   webhookPausedBacklogMax: number;
   /** Seconds before each retry of a deferred (4xx) send; its length is the number of retries. */
   sendRetryDelays: number[];
+  /** Each retry (webhook and SMTP) waits its scheduled delay ± this fraction, drawn uniformly (RETRY_JITTER_PERCENT). */
+  retryJitter: number;
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
   sendLeaseSeconds: number;
   /** Caps on parsing and rendering templates (RENDER_* variables; templates/limits.ts). */
@@ -53,6 +55,19 @@ export type Config = {
   trackingMaxHitsPerMessage: number;
   /** Invalid or unknown tracking links answered per client IP and minute before a bare 429. */
   trackingBadLinksPerMinute: number;
+  /** Retention windows in days (0 = keep forever) and its batching (ops/retention.ts). */
+  retention: {
+    webhookDeliveriesDays: number;
+    eventsDays: number;
+    messagesDays: number;
+    trackingHitsDays: number;
+    batchSize: number;
+    pauseMs: number;
+  };
+  /** A webhook whose every attempt failed for this many days is disabled (0 = never). */
+  webhookAutoDisableDays: number;
+  /** ... and only after at least this many failed attempts in that streak. */
+  webhookAutoDisableMinFailures: number;
 };
 
 export class ConfigError extends Error {}
@@ -177,6 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookPausedBacklogMax = int(env, 'WEBHOOK_PAUSED_BACKLOG_MAX', 100_000, 1, 10_000_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
+  const retryJitter = int(env, 'RETRY_JITTER_PERCENT', 20, 0, 50) / 100;
   const intake = loadIntakeConfig(env, (name, fallback, min, max) => int(env, name, fallback, min, max), (m) => new ConfigError(m));
   let render: RenderLimits;
   try {
@@ -187,13 +203,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const contactMaxTags = int(env, 'CONTACT_MAX_TAGS', 100, 1, 10_000);
   const trackingMaxHitsPerMessage = int(env, 'TRACKING_MAX_HITS_PER_MESSAGE', 1000, 0, 1_000_000);
   const trackingBadLinksPerMinute = int(env, 'TRACKING_BAD_LINKS_PER_MINUTE', 60, 1, 1_000_000);
+  const retention = {
+    webhookDeliveriesDays: int(env, 'RETENTION_WEBHOOK_DELIVERIES_DAYS', 30, 0, 36_500),
+    eventsDays: int(env, 'RETENTION_EVENTS_DAYS', 90, 0, 36_500),
+    messagesDays: int(env, 'RETENTION_MESSAGES_DAYS', 90, 0, 36_500),
+    trackingHitsDays: int(env, 'RETENTION_TRACKING_HITS_DAYS', 90, 0, 36_500),
+    batchSize: int(env, 'RETENTION_BATCH_SIZE', 2000, 1, 50_000),
+    pauseMs: int(env, 'RETENTION_PAUSE_MS', 200, 0, 60_000),
+  };
+  const webhookAutoDisableDays = int(env, 'WEBHOOK_AUTO_DISABLE_DAYS', 5, 0, 365);
+  const webhookAutoDisableMinFailures = int(env, 'WEBHOOK_AUTO_DISABLE_MIN_FAILURES', 10, 1, 1_000_000);
   return {
-    intake,
+    intake, retention, webhookAutoDisableDays, webhookAutoDisableMinFailures,
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
     webhookConcurrency,
-    sendRetryDelays, sendLeaseSeconds,
+    sendRetryDelays, sendLeaseSeconds, retryJitter,
     webhookPausedBacklogDays,
     webhookPausedBacklogMax,
     render,

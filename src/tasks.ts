@@ -6,6 +6,8 @@ import type { Db } from './db/pool.ts';
 import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
 import { processEventsTask, type EventHandler } from './events/process.ts';
 import { pausedBacklogTask } from './webhooks/backlog.ts';
+import { retentionTask } from './ops/retention.ts';
+import { autoDisableTask } from './webhooks/auto-disable.ts';
 import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
 
@@ -29,5 +31,7 @@ export function buildTaskList(deps: TaskDeps): TaskList {
     process_events: processEventsTask(deps.db, eventHandlers),
     send_email: sendEmailTask(deps),
     webhook_paused_backlog: pausedBacklogTask(deps.db, deps.config),
+    retention: retentionTask(deps.db, deps.config),
+    webhook_auto_disable: autoDisableTask(deps.db, deps.config),
   };
 }

@@ -15,7 +15,7 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { SkipReason } from '../db/schema-engine.ts';
 import type { EventRow } from '../events/process.ts';
-import { SEND_BATCH, SEND_PRIORITY } from '../mail/send.ts';
+import { dailyCap, SEND_BATCH, SEND_PRIORITY } from '../mail/send.ts';
 import type { SendDataValue } from './schemas.ts';
 import { matchesSegment } from './segment.ts';
 
@@ -83,7 +83,7 @@ function lockKey(campaignId: string, contactId: string): bigint {
 }
 
 type ContactRow = Record<string, unknown> & { id: string; team_id: string; email: string; status: string };
-type AccountRow = { id: string; team_id: string; status: string; daily_limit: number };
+type AccountRow = { id: string; team_id: string; status: string; daily_limit: number; campaign_share_percent: number };
 type History = { last_at: Date | null; today: number };
 
 /** Picks the first usable id from the cursor on, round-robin; returns the id and the advanced cursor. */
@@ -115,7 +115,7 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
 
   // The account locks come after the contact locks and in id order everywhere.
   const accounts = await sql<AccountRow>`
-    SELECT id, team_id, status, daily_limit FROM mail_accounts
+    SELECT id, team_id, status, daily_limit, campaign_share_percent FROM mail_accounts
      WHERE id = ANY (${accountIds}::uuid[]) ORDER BY id FOR UPDATE`.execute(trx);
   const [decided, accountCounts, templates, contacts, history, cursors] = await Promise.all([
     sql<{ event_id: string; campaign_id: string }>`
@@ -179,7 +179,8 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
     else {
       const ids = sd.mail_account_ids ?? [];
       const active = ids.filter((id) => accountById.get(id)?.team_id === c.team_id && accountById.get(id)?.status === 'active');
-      account = rotate(ids, rot.account, (id) => active.includes(id) && (sentToday.get(id) ?? 0) < accountById.get(id)!.daily_limit);
+      // Campaign mail stops at its share of the limit (mail/send.ts dailyCap): the rest is kept for transactional mail.
+      account = rotate(ids, rot.account, (id) => active.includes(id) && (sentToday.get(id) ?? 0) < dailyCap(accountById.get(id)!, 'campaign'));
       if (active.length === 0) reason = 'no_mail_account';
       else if (!account) reason = 'account_daily_limit';
       else {

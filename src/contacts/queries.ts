@@ -4,6 +4,7 @@ import { CompiledQuery, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type NewEvent } from '../events/emit.ts';
+import { suppress } from '../mail/suppressions.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
 import { validationFailed } from '../http/errors.ts';
 import type { ContactInputT } from './schemas.ts';
@@ -305,6 +306,8 @@ export async function unsubscribeContacts(
     todo = todo.filter((e) => !seen.has(e));
     if (todo.length > 0 && attempt >= 3) throw new Error('unsubscribe kept racing with concurrent writers');
   }
+  // The suppression list every send path reads (marketing only for this reason).
+  await suppress(tx, changed.map((r) => ({ team_id: teamId, email: r.email, reason: 'unsubscribed' as const })));
   await emit(
     tx,
     changed.map((r) => ({

@@ -10,6 +10,7 @@ import { AppError, toErrorResponse } from '../http/errors.ts';
 import { authRoutes } from './auth-routes.ts';
 import { campaignPages } from './campaign-pages.ts';
 import { contactPages } from './contact-pages.ts';
+import { emailPages } from './email-pages.ts';
 import { keyPages } from './key-pages.ts';
 import { PageError, pageNotFound } from './page-error.ts';
 import { refuseBeforeBody } from './intake.ts';
@@ -75,6 +76,7 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   await app.register(authRoutes);
   await app.register(keyPages);
   await app.register(campaignPages);
+  await app.register(emailPages);
   await app.register(contactPages);
   await app.register(templatePages);
   await app.register(webhookPages);

@@ -83,7 +83,11 @@ export async function webhookPages(app: FastifyInstance): Promise<void> {
     const { rows, total } = await listWebhooks(db, user(request).teamId, { page: 1, perPage: 100 });
     const enabled = rows.filter((r) => r.is_enabled).length;
     const message = MESSAGES[queryField(request.query, 'done', 20)];
-    return render(request, reply, 'webhooks', { webhooks: rows, total, enabled, max: MAX_ENABLED_WEBHOOKS, message });
+    // The banner: webhooks the service disabled for failing (auto-disable.ts), until the team enables them again.
+    const autoDisabled = rows
+      .filter((r) => !r.is_enabled && r.auto_disabled_at)
+      .map((r) => ({ id: r.id, url: r.url, reason: r.disabled_reason, at: r.auto_disabled_at }));
+    return render(request, reply, 'webhooks', { webhooks: rows, total, enabled, max: MAX_ENABLED_WEBHOOKS, message, autoDisabled });
   });
 
   app.get('/webhooks/new', signedIn, async (request, reply) =>

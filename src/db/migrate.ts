@@ -1,6 +1,7 @@
 // Numbered, immutable migration files (migrations/NNNN_name.sql), applied at
 // start-up in one transaction under an advisory lock, so two processes starting
 // together neither both apply a file nor see a half-migrated schema.
+import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger, runMigrations } from 'graphile-worker';
@@ -9,13 +10,25 @@ import type pg from 'pg';
 const MIGRATIONS_DIR = join(import.meta.dirname, 'migrations');
 const LOCK_KEY = 'plover:migrate';
 
-export type Migration = { version: number; name: string; sql: string };
+export type Migration = { version: number; name: string; sql: string; file: string; checksum: string };
+
+/** An applied migration file was edited afterwards: start-up stops rather than run on a schema nobody can rebuild. */
+export class MigrationChecksumError extends Error {}
 
 export function listMigrations(dir = MIGRATIONS_DIR): Migration[] {
   return readdirSync(dir)
     .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
     .sort()
-    .map((f) => ({ version: Number(f.slice(0, 4)), name: f.slice(5, -4), sql: readFileSync(join(dir, f), 'utf8') }));
+    .map((f) => {
+      const bytes = readFileSync(join(dir, f));
+      return {
+        version: Number(f.slice(0, 4)),
+        name: f.slice(5, -4),
+        sql: bytes.toString('utf8'),
+        file: f,
+        checksum: createHash('sha256').update(bytes).digest('hex'),
+      };
+    });
 }
 
 /** Applies pending migrations; returns the names of those applied by this call. */
@@ -28,12 +41,29 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<stri
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [LOCK_KEY]);
     await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_migrations');
-    const done = new Set(rows.map((r) => r.version));
+    // The checksum column is added here, not by a numbered file: this table is
+    // the migration mechanism's own, and a database migrated before checksums
+    // existed must get the column before any file is compared.
+    await client.query('ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text');
+    const { rows } = await client.query<{ version: number; checksum: string | null }>('SELECT version, checksum FROM schema_migrations');
+    const done = new Map(rows.map((r) => [r.version, r.checksum]));
+    for (const m of migrations) {
+      if (!done.has(m.version)) continue;
+      const recorded = done.get(m.version);
+      if (recorded === null) {
+        // Applied before checksums were recorded: the file as it is now is taken as the applied one.
+        await client.query('UPDATE schema_migrations SET checksum = $2 WHERE version = $1', [m.version, m.checksum]);
+      } else if (recorded !== m.checksum) {
+        throw new MigrationChecksumError(
+          `migration ${m.file} was changed after it was applied (sha256 ${recorded} recorded, ${m.checksum} on disk). ` +
+            'Applied migrations are immutable: restore the file and put the change in a new numbered migration.',
+        );
+      }
+    }
     for (const m of migrations) {
       if (done.has(m.version)) continue;
       await client.query(m.sql);
-      await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+      await client.query('INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)', [m.version, m.name, m.checksum]);
       applied.push(`${String(m.version).padStart(4, '0')}_${m.name}`);
     }
     await client.query('COMMIT');

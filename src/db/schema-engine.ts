@@ -18,7 +18,8 @@ export interface LeadsTable {
   id: Generated<string>;
   team_id: string;
   contact_id: string | null;
-  event_id: string;
+  /** Null once retention purged the event (0015). */
+  event_id: string | null;
   source: string | null;
   campaign_id: string | null;
   campaign_send_id: string | null;
@@ -33,7 +34,8 @@ export interface SalesTable extends LeadsTable {
 export interface CampaignDecisionsTable {
   id: Generated<string>;
   team_id: string;
-  event_id: string;
+  /** Null once retention purged the event (0015). */
+  event_id: string | null;
   campaign_id: string;
   campaign_send_id: string | null;
   contact_id: string | null;

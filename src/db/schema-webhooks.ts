@@ -13,6 +13,12 @@ export interface WebhooksTable {
   description: string | null;
   disabled_reason: string | null;
   last_success_at: NullableTs;
+  /** First failed attempt since the last success (auto-disable, 0015). */
+  failing_since: NullableTs;
+  last_failure_at: NullableTs;
+  failures_since_success: Generated<number>;
+  /** Set when the service disabled the webhook for failing; cleared on enable. */
+  auto_disabled_at: NullableTs;
   created_at: Ts;
   updated_at: Ts;
 }

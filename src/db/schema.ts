@@ -106,6 +106,7 @@ export interface MailAccountsTable {
   from_email: string;
   from_name: string | null;
   daily_limit: Generated<number>;
+  campaign_share_percent: Generated<number>;
   status: Generated<'active' | 'disabled'>;
   created_at: Ts;
   updated_at: Ts;
@@ -173,7 +174,11 @@ export interface EmailSendLogTable {
   email: string;
   subject: string | null;
   message_id: string | null;
-  status: Generated<'queued' | 'sending' | 'sent' | 'deferred' | 'bounced_soft' | 'bounced_hard' | 'failed' | 'cancelled'>;
+  status: Generated<'queued' | 'sending' | 'sent' | 'deferred' | 'bounced_soft' | 'bounced_hard' | 'failed' | 'cancelled' | 'suppressed'>;
+  source: Generated<'campaign' | 'transactional'>;
+  to_name: string | null;
+  render: Json<Record<string, unknown>> | null;
+  claimed_at: NullableTs;
   attempts: Generated<number>;
   open_tracking: Generated<boolean>;
   click_tracking: Generated<boolean>;
@@ -193,6 +198,18 @@ export interface EmailSendLogTable {
   updated_at: Ts;
 }
 
+export interface SuppressionsTable {
+  id: Generated<string>;
+  team_id: string;
+  email: string | null;
+  email_hmac: string | null;
+  reason: 'unsubscribed' | 'bounced_hard' | 'soft_bounce' | 'complained' | 'manual' | 'erased';
+  message_id: string | null;
+  created_at: Ts;
+  updated_at: Ts;
+}
+
 export interface EmailSendLogTables {
   email_send_log: EmailSendLogTable;
+  suppressions: SuppressionsTable;
 }

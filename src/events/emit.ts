@@ -20,7 +20,8 @@ export type EventName =
   | 'email.clicked'
   | 'email.replied'
   | 'email.bot.opened'
-  | 'email.bot.clicked';
+  | 'email.bot.clicked'
+  | 'webhook.disabled';
 
 export type NewEvent = {
   teamId: string;

@@ -30,13 +30,23 @@ export function isCountryCode(s: string): boolean {
 // ajv-formats' date-time takes what PostgreSQL's timestamptz refuses: year
 // 0000 (there is no year 0; 22008) and offsets past ±15:59 (22009). Those
 // reached the database as a 500 (found by the contract fuzz); a 422 here.
-// A leap second (`23:59:60Z`) is valid RFC 3339 but JavaScript's Date cannot
-// hold it (NaN): the webhook recover route turned it into a 500 (fuzz again).
 const OFFSET_RE = /([+-])(\d{2}):?(\d{2})$/;
 export function isStorableDateTime(s: string): boolean {
-  if (/^0000/.test(s) || Number.isNaN(Date.parse(s))) return false;
+  if (s.startsWith('0000')) return false;
   const offset = OFFSET_RE.exec(s.slice(19));
   return !offset || Number(offset[2]) <= 15;
+}
+
+/**
+ * A validated date-time as a Date. A leap second (`23:59:60Z`) is valid RFC 3339
+ * and PostgreSQL takes it (as the next second), but JavaScript's Date cannot
+ * hold it (NaN: the webhook recover route answered 500, found by the contract
+ * fuzz): it becomes the next second here too.
+ */
+export function dateTimeValue(s: string): Date {
+  const t = Date.parse(s);
+  if (!Number.isNaN(t)) return new Date(t);
+  return new Date(Date.parse(s.replace(/:60(?=[.,Zz+-]|$)/, ':59')) + 1000);
 }
 
 for (const ajv of [bodyAjv, textAjv]) {

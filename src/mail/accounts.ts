@@ -24,6 +24,12 @@ export const MailAccountBody = Type.Object(
     from_email: Type.String({ format: 'email', maxLength: 320 }),
     from_name: Type.Optional(Type.String({ maxLength: 255 })),
     daily_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, default: 500, description: 'E-mails per UTC day.' })),
+    campaign_share_percent: Type.Optional(
+      Type.Integer({
+        minimum: 1, maximum: 100, default: 90,
+        description: 'Share of `daily_limit` campaign mail may use; transactional mail may use all of it.',
+      }),
+    ),
     verify: Type.Optional(
       Type.Boolean({ default: false, description: 'Log in to the server before saving; a failed login is 422 and nothing is saved.' }),
     ),
@@ -41,8 +47,10 @@ export const MailAccount = Type.Object(
     security: Type.Enum(['tls', 'starttls', 'none']),
     username: Type.Union([Type.String(), Type.Null()]),
     from_email: Type.String(),
+    email: Type.String({ description: 'The same as `from_email` (what existing clients show in their account picker).' }),
     from_name: Type.Union([Type.String(), Type.Null()]),
     daily_limit: Type.Integer(),
+    campaign_share_percent: Type.Integer(),
     status: Type.Enum(['active', 'disabled']),
     created_at: DateTime,
     updated_at: DateTime,
@@ -60,6 +68,7 @@ export type MailAccountRow = {
   from_email: string;
   from_name: string | null;
   daily_limit: number;
+  campaign_share_percent: number;
   status: 'active' | 'disabled';
   created_at: Date;
   updated_at: Date;
@@ -67,11 +76,11 @@ export type MailAccountRow = {
 
 // Every column but password_enc: the ciphertext never leaves through a listing either.
 const PUBLIC_COLUMNS = [
-  'id', 'team_id', 'host', 'port', 'security', 'username', 'from_email', 'from_name', 'daily_limit', 'status', 'created_at', 'updated_at',
+  'id', 'team_id', 'host', 'port', 'security', 'username', 'from_email', 'from_name', 'daily_limit', 'campaign_share_percent', 'status', 'created_at', 'updated_at',
 ] as const;
 
 export function toMailAccount(row: MailAccountRow) {
-  return { ...row, created_at: row.created_at.toISOString(), updated_at: row.updated_at.toISOString() };
+  return { ...row, email: row.from_email, created_at: row.created_at.toISOString(), updated_at: row.updated_at.toISOString() };
 }
 
 // The same rules for every caller (API and CLI): the API's route schema has
@@ -165,6 +174,7 @@ export async function createMailAccount(db: Db, appSecret: string, teamId: strin
       from_email: body.from_email.toLowerCase(),
       from_name: body.from_name ?? null,
       daily_limit: body.daily_limit ?? 500,
+      campaign_share_percent: body.campaign_share_percent ?? 90,
     })
     .returning(PUBLIC_COLUMNS)
     .executeTakeFirstOrThrow();

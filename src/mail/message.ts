@@ -9,11 +9,21 @@ import { DEFAULT_RENDER_LIMITS, type RenderLimits } from '../templates/limits.ts
 import { UntrustedWorkError, untrustedPool, type UntrustedPool } from '../untrusted/pool.ts';
 import type { RenderMessageInput, RenderMessageResult, TemplateField } from '../untrusted/render-tasks.ts';
 
-export type MessageInput = Omit<RenderMessageInput, 'limits'> & {
+export type MessageInput = Omit<RenderMessageInput, 'limits' | 'contact'> & {
+  contact: Record<string, unknown>;
   account: { from_email: string; from_name: string | null };
   sendData: RenderMessageInput['sendData'] & { from_name?: string; reply_to_name?: string; reply_to_email?: string };
   /** The recipient; default: the contact's e-mail. */
   to?: string;
+  // Transactional messages (set only for them): the client's variables (top
+  // level of the context and under `variables`), the recipient (who need not
+  // be a contact), its display name, Reply-To, and whether List-Unsubscribe
+  // headers go out (only when the template uses `{{ unsubscribe_url }}`).
+  hasContact?: boolean;
+  toEmail?: string;
+  toName?: string | null;
+  replyTo?: string | null;
+  listUnsubscribe?: boolean;
 };
 
 export type RenderedMessage = Mail.Options & { subject: string; html: string; text: string; messageId: string };
@@ -69,20 +79,29 @@ const oneLine = (s: string) => s.replace(/[\r\n]+/g, ' ').trim();
 
 export async function renderMessage(m: MessageInput, opts: RenderOptions = {}): Promise<RenderedMessage> {
   const limits = opts.limits ?? DEFAULT_RENDER_LIMITS;
-  const { account, to, ...rest } = m;
-  const input: RenderMessageInput = { ...rest, sendData: { open_tracking: m.sendData.open_tracking, click_tracking: m.sendData.click_tracking }, limits };
+  const { account, to, hasContact, toEmail, toName, replyTo, listUnsubscribe, ...rest } = m;
+  const input: RenderMessageInput = {
+    ...rest,
+    contact: hasContact === false ? null : m.contact,
+    sendData: { open_tracking: m.sendData.open_tracking, click_tracking: m.sendData.click_tracking },
+    ...(listUnsubscribe === false ? { unsubscribe: false } : {}),
+    limits,
+  };
   // A cache miss parses too: the budget covers a parse and a render.
   const r = await runTemplateTask<RenderMessageResult>(opts.pool ?? untrustedPool(), 'renderMessage', input, limits.parseBudgetMs + limits.renderBudgetMs, opts.team);
   if (!r.ok) throw new RenderFailure(r.field, r.limit ? 'limit' : 'liquid', `${r.field}: ${r.message}`);
 
   const messageId = messageIdFor(m.sendLogId, account.from_email);
   const fromName = m.sendData.from_name || account.from_name || '';
+  const address = toEmail ?? to ?? String(m.contact.email);
   return {
     from: { name: oneLine(fromName), address: account.from_email },
-    ...(m.sendData.reply_to_email
-      ? { replyTo: { name: oneLine(m.sendData.reply_to_name ?? ''), address: m.sendData.reply_to_email } }
-      : {}),
-    to: to ?? String(m.contact.email),
+    ...(replyTo
+      ? { replyTo }
+      : m.sendData.reply_to_email
+        ? { replyTo: { name: oneLine(m.sendData.reply_to_name ?? ''), address: m.sendData.reply_to_email } }
+        : {}),
+    to: toName ? { name: oneLine(toName), address } : address,
     subject: r.subject,
     html: r.html,
     text: r.text,

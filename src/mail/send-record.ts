@@ -22,6 +22,8 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
+import { jitteredDelay } from '../lib/jitter.ts';
+import { suppress } from './suppressions.ts';
 
 type Tx = Transaction<Database>;
 
@@ -32,6 +34,11 @@ type Tx = Transaction<Database>;
  * latency at a steady 200 events/s).
  */
 export const SEND_PRIORITY = -1;
+/** Transactional sends run before campaign sends: a campaign never holds a password reset back. */
+export const TRANSACTIONAL_SEND_PRIORITY = -2;
+
+export const sendPriority = (source: string | undefined): number =>
+  source === 'transactional' ? TRANSACTIONAL_SEND_PRIORITY : SEND_PRIORITY;
 
 export type SentRow = {
   id: string;
@@ -41,6 +48,7 @@ export type SentRow = {
   contact_id: string | null;
   email: string;
   attempts: number;
+  source?: 'campaign' | 'transactional';
 };
 
 export type Outcome =
@@ -158,14 +166,19 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
         FROM jsonb_to_recordset(${json(list)}::jsonb) AS x (id uuid, team_id uuid, sent int, soft int, hard int)
        WHERE c.id = x.id AND c.team_id = x.team_id`.execute(tx);
   }
+  // A hard bounce suppresses the address for the team for every kind of mail,
+  // contact or not (transactional recipients need not be contacts).
+  await suppress(tx, items.filter((r) => r.kind === 'hard').map((r) => ({
+    team_id: r.row.team_id, email: r.row.email, reason: 'bounced_hard' as const, message_id: r.row.id,
+  })));
   const retry = items.filter((r) => r.kind === 'temporary');
   if (retry.length > 0) {
     const specs = retry.map((r) => ({
       identifier: 'send_email',
       payload: { email_send_log_id: r.row.id },
-      run_at: iso(new Date(at.getTime() + (retries[r.row.attempts - 1] ?? 0) * 1000)),
+      run_at: iso(new Date(at.getTime() + jitteredDelay(retries[r.row.attempts - 1] ?? 0, config.retryJitter) * 1000)),
       max_attempts: 10,
-      priority: SEND_PRIORITY,
+      priority: sendPriority(r.row.source),
     }));
     await sql`SELECT graphile_worker.add_jobs(
         ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${json(specs)}::json)))`.execute(tx);

@@ -22,11 +22,14 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
+import { Allowance, claimForSmtp, dailyCap, wakeNextDay } from './daily-usage.ts';
 import { RenderFailure, renderMessage } from './message.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
+import { ALL_MAIL_REASONS } from './suppressions.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 
-export { SEND_PRIORITY, type Outcome } from './send-record.ts';
+export { SEND_PRIORITY, TRANSACTIONAL_SEND_PRIORITY, type Outcome } from './send-record.ts';
+export { dailyCap } from './daily-usage.ts';
 
 /** Sends per send_email job enqueued by the engine: a batch's messages are in flight together. */
 export const SEND_BATCH = 50;
@@ -44,11 +47,12 @@ type SendRow = {
   open_tracking: boolean;
   click_tracking: boolean;
   status: string;
+  source: 'campaign' | 'transactional';
 };
 
 type Account = {
   id: string; host: string; port: number; security: MailSecurity; username: string | null;
-  from_email: string; from_name: string | null; updated_at: Date;
+  from_email: string; from_name: string | null; updated_at: Date; daily_limit: number; campaign_share_percent: number;
 };
 
 // Pooled transports per account, rebuilt when the account changes (updated_at),
@@ -112,16 +116,27 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
    * those are failed, never sent (test/faults/worker.test.ts); claimed one at a
    * time, a kill leaves only what was really in flight.
    */
-  async function sendOne(row: SendRow, loaded: Context | string | undefined, rec: Recorder): Promise<'claimed' | 'unclaimed'> {
-    if (loaded === undefined || typeof loaded === 'string') {
-      const error = loaded ?? 'cancelled';
-      return rec.finish({ id: row.id, status: error === 'cancelled' ? 'cancelled' : 'failed', error });
-    }
-    const { contact, account, template, sendData, event, campaign } = loaded;
-    if (contact.status !== 'active') return rec.finish({ id: row.id, status: 'cancelled', error: `contact is ${contact.status}` });
+  async function sendOne(
+    row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[],
+  ): Promise<'claimed' | 'unclaimed'> {
+    const stop = whyNot(loaded);
+    if (stop) return rec.finish({ id: row.id, ...stop });
+    const { contact, account, template, sendData, event, campaign, transactional } = loaded as Context;
     let message;
     try {
-      message = await renderMessage({ sendLogId: row.id, contact, template, account, sendData, event, campaign, links }, { limits: config.render, team: row.team_id });
+      // The unsubscribe link names the recipient (contact, or the address for
+      // mail to a non-contact), so it outlives this row (retention).
+      const recipient = { teamId: row.team_id, contactId: row.contact_id, email: row.email };
+      message = await renderMessage(
+        {
+          sendLogId: row.id, contact: contact ?? {}, template, account, sendData, event, campaign, links, recipient,
+          ...(transactional ? {
+            variables: transactional.variables, toEmail: row.email, toName: transactional.to_name,
+            replyTo: transactional.reply_to, listUnsubscribe: transactional.list_unsubscribe, hasContact: contact !== null,
+          } : {}),
+        },
+        { limits: config.render, team: row.team_id },
+      );
     } catch (err) {
       // The template's fault (a cap, its budget, a Liquid error): this message
       // fails, the batch and the campaign go on. Anything else (a full pool)
@@ -131,11 +146,17 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
     }
     const release = await slot(account.id);
     try {
-      const { rows: claimed } = await sql<{ attempts: number }>`
-        UPDATE email_send_log SET status = 'sending', attempts = attempts + 1, updated_at = now()
-         WHERE id = ${row.id} AND status IN ('queued', 'deferred')
-        RETURNING attempts`.execute(db);
-      if (claimed.length === 0) return 'unclaimed';
+      // The daily limit is counted at claim time: against the job's reserved
+      // slots (daily-usage.ts), or by the claim itself when the job has none left.
+      const slotDay = allowance.take(account.id, row.source);
+      const claimed = await claimForSmtp(db, row, account.id, dailyCap(account, row.source), slotDay);
+      if (!claimed) {
+        if (slotDay) allowance.putBack(account.id, row.source);
+        const { rows: still } = await sql<{ status: string }>`SELECT status FROM email_send_log WHERE id = ${row.id}`.execute(db);
+        // Still claimable: the account is at its limit for today. It waits, `queued`, for the next UTC day.
+        if (still[0] && (still[0].status === 'queued' || still[0].status === 'deferred')) waiting.push(row);
+        return 'unclaimed';
+      }
       let outcome: Outcome;
       try {
         const transport = await transportFor(db, appSecret!, row.team_id, account, allow);
@@ -145,7 +166,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
         outcome = classify(err as SmtpError);
       }
       rec.result({
-        row: { ...row, attempts: claimed[0]!.attempts },
+        row: { ...row, attempts: claimed.attempts },
         outcome,
         messageId: message.messageId.slice(1, -1),
         subject: message.subject,
@@ -162,13 +183,26 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
     const ids = [...new Set(p.email_send_log_ids ?? (p.email_send_log_id ? [p.email_send_log_id] : []))];
     if (ids.length === 0) return;
     const { rows } = await sql<SendRow>`
-      SELECT id, team_id, campaign_id, campaign_send_id, contact_id, email, attempts, open_tracking, click_tracking, status
+      SELECT id, team_id, campaign_id, campaign_send_id, contact_id, email, attempts, open_tracking, click_tracking, status, source
         FROM email_send_log WHERE id = ANY (${ids}::uuid[]) AND status IN ('queued', 'deferred')`.execute(db);
     const claimed = new Set<string>();
     if (rows.length > 0) {
       const contexts = await loadContexts(db, rows);
       const rec = new Recorder(db, config);
-      const outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec)));
+      const waiting: SendRow[] = [];
+      const allowance = new Allowance();
+      for (const row of rows) {
+        const ctx = contexts.get(row.id);
+        if (!whyNot(ctx)) allowance.want((ctx as Context).account, row.team_id, row.source);
+      }
+      let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
+      try {
+        await allowance.reserve(db);
+        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting)));
+      } finally {
+        await allowance.release(db);
+      }
+      await wakeNextDay(db, waiting);
       rows.forEach((row, i) => {
         const o = outcomes[i]!;
         if (o.status === 'fulfilled' && o.value === 'claimed') claimed.add(row.id);
@@ -267,8 +301,19 @@ async function reapStale(db: Db, id: string, leaseSeconds: number): Promise<void
      WHERE id = ${id} AND status = 'sending'`.execute(db);
 }
 
+type Transactional = {
+  variables: Record<string, unknown>;
+  to_name: string | null;
+  reply_to: string | null;
+  list_unsubscribe: boolean;
+};
+
 type Context = {
-  contact: Record<string, unknown> & { status: string };
+  contact: (Record<string, unknown> & { status: string }) | null;
+  /** Set for transactional messages: what the client gave for rendering. */
+  transactional: Transactional | null;
+  /** The suppression reason that stops every message to this address, if any. */
+  suppressed: string | null;
   account: Account;
   template: { key: string; subject: string | null; content: string; alt_content: string };
   sendData: Record<string, unknown> & { open_tracking: boolean; click_tracking: boolean };
@@ -282,13 +327,17 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
     SELECT l.id, to_jsonb(k) AS contact,
            CASE WHEN a.id IS NULL THEN NULL ELSE jsonb_build_object(
              'id', a.id, 'host', a.host, 'port', a.port, 'security', a.security, 'username', a.username,
-             'from_email', a.from_email, 'from_name', a.from_name, 'updated_at', a.updated_at, 'status', a.status) END AS account,
+             'from_email', a.from_email, 'from_name', a.from_name, 'updated_at', a.updated_at, 'status', a.status,
+             'daily_limit', a.daily_limit, 'campaign_share_percent', a.campaign_share_percent) END AS account,
            CASE WHEN t.id IS NULL THEN NULL ELSE jsonb_build_object(
              'key', t.id || '@' || t.updated_at, 'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) END AS template,
            s.send_data,
            CASE WHEN e.id IS NULL THEN NULL ELSE jsonb_build_object(
              'name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload)) END AS event,
-           CASE WHEN c.id IS NULL THEN NULL ELSE jsonb_build_object('id', c.id, 'name', c.name) END AS campaign
+           CASE WHEN c.id IS NULL THEN NULL ELSE jsonb_build_object('id', c.id, 'name', c.name) END AS campaign,
+           l.source, l.to_name, l.render,
+           (SELECT s.reason FROM suppressions s
+             WHERE s.team_id = l.team_id AND s.email = l.email AND s.reason = ANY (${ALL_MAIL_REASONS}::text[])) AS suppressed
       FROM email_send_log l
       LEFT JOIN contacts k ON k.id = l.contact_id AND k.team_id = l.team_id
       LEFT JOIN mail_accounts a ON a.id = l.mail_account_id AND a.team_id = l.team_id
@@ -301,25 +350,61 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
   const out = new Map<string, Context | string>();
   for (const r of rows) {
     const row = byId.get(r.id)!;
-    if (!r.contact) out.set(r.id, 'cancelled');
+    const transactional = r.source === 'transactional';
+    if (!r.contact && !transactional) out.set(r.id, 'cancelled');
     else if (!r.account) out.set(r.id, 'mail account deleted');
     else if (r.account.status !== 'active') out.set(r.id, 'cancelled');
     else if (!r.template) out.set(r.id, 'template deleted');
     else {
+      const render = (r.render ?? {}) as Record<string, any>;
       out.set(r.id, {
-        contact: r.contact,
+        contact: r.contact ?? null,
         account: { ...r.account, updated_at: new Date(r.account.updated_at) },
-        template: r.template,
-        sendData: { ...(r.send_data ?? {}), open_tracking: row.open_tracking, click_tracking: row.click_tracking },
+        // A transactional `subject` replaces the template's (rendered with Liquid the same way).
+        template: transactional && render.subject != null ? { ...r.template, subject: render.subject } : r.template,
+        sendData: {
+          ...(transactional ? (render.from_name != null ? { from_name: render.from_name } : {}) : (r.send_data ?? {})),
+          open_tracking: row.open_tracking, click_tracking: row.click_tracking,
+        },
         event: r.event,
         campaign: r.campaign,
+        suppressed: r.suppressed ?? null,
+        transactional: transactional
+          ? {
+              variables: render.variables ?? {},
+              to_name: r.to_name ?? null,
+              reply_to: render.reply_to ?? null,
+              list_unsubscribe: usesUnsubscribeUrl(r.template),
+            }
+          : null,
       });
     }
   }
   return out;
 }
 
-type Finished = { id: string; status: 'cancelled' | 'failed'; error: string };
+// Transactional mail carries no List-Unsubscribe header unless its template
+// offers an unsubscribe link itself (a receipt is not a newsletter).
+function usesUnsubscribeUrl(t: { subject: string | null; content: string; alt_content: string }): boolean {
+  return /\bunsubscribe_url\b/.test(`${t.content}\n${t.alt_content ?? ''}`);
+}
+
+type Finished = { id: string; status: 'cancelled' | 'failed' | 'suppressed'; error: string };
+
+/** Why a loaded row ends without an SMTP claim, or null when it may be sent. */
+function whyNot(loaded: Context | string | undefined): Omit<Finished, 'id'> | null {
+  if (loaded === undefined || typeof loaded === 'string') {
+    const error = loaded ?? 'cancelled';
+    return { status: error === 'cancelled' ? 'cancelled' : 'failed', error };
+  }
+  // Suppressed since it was queued (a hard bounce of an earlier message, say).
+  if (loaded.suppressed) {
+    return { status: loaded.transactional ? 'suppressed' : 'cancelled', error: `address suppressed (${loaded.suppressed})` };
+  }
+  // An unsubscribe stops marketing only: a transactional message still goes.
+  if (!loaded.transactional && loaded.contact?.status !== 'active') return { status: 'cancelled', error: `contact is ${loaded.contact?.status}` };
+  return null;
+}
 
 /** Ends sends that never reached the SMTP server (nothing to count, no webhook), unless another worker has them. */
 async function finish(db: Db, done: Finished[]): Promise<number> {

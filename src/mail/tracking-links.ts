@@ -3,6 +3,9 @@
 // log id and an HMAC over (kind, id[, target URL]) keyed from APP_SECRET, so a
 // recipient cannot forge an open for another message, unsubscribe someone else,
 // or turn the click redirect into an open redirect to a URL we never sent.
+// Unsubscribe links sign the recipient instead (team and contact, or team and
+// address): retention deletes old send log rows, and an unsubscribe link in an
+// old e-mail must keep working after its row is gone.
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 
 export type LinkKind = 'open' | 'click' | 'honeypot' | 'unsubscribe';
@@ -49,8 +52,45 @@ export class TrackingLinks {
     return `${this.base}/t/h/${sendLogId}/${this.sign('honeypot', sendLogId)}`;
   }
 
-  /** GET shows a confirmation page; POST unsubscribes (also the RFC 8058 one-click target). */
+  /**
+   * The format before retention: valid while its send log row exists. No
+   * longer made for messages whose recipient is known; still accepted.
+   */
   unsubscribeUrl(sendLogId: string): string {
     return `${this.base}/u/${sendLogId}/${this.sign('unsubscribe', sendLogId)}`;
   }
+
+  /**
+   * GET shows a confirmation page; POST unsubscribes (also the RFC 8058
+   * one-click target). Names the contact (`c`) when there is one, else the
+   * address (`a`, base64url of the lower-cased address), within the team.
+   */
+  recipientUnsubscribeUrl(r: UnsubscribeRecipient): string {
+    const ref = recipientRef(r);
+    return `${this.base}/u/${ref.by}/${r.teamId}/${ref.value}/${this.signRecipient(r.teamId, ref.by, ref.value)}`;
+  }
+
+  signRecipient(teamId: string, by: RecipientBy, value: string): string {
+    return createHmac('sha256', this.key)
+      .update(`u2\n${teamId}\n${by}\n${value}`)
+      .digest()
+      .subarray(0, SIG_BYTES)
+      .toString('base64url');
+  }
+
+  verifyRecipient(teamId: string, by: RecipientBy, value: string, signature: string): boolean {
+    const expected = Buffer.from(this.signRecipient(teamId, by, value));
+    const given = Buffer.from(String(signature));
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  }
+}
+
+/** Who an unsubscribe link is for: the message's team, and its contact when it has one. */
+export type UnsubscribeRecipient = { teamId: string; contactId: string | null; email: string };
+export type RecipientBy = 'c' | 'a';
+
+function recipientRef(r: UnsubscribeRecipient): { by: RecipientBy; value: string } {
+  return r.contactId
+    ? { by: 'c', value: r.contactId }
+    : { by: 'a', value: Buffer.from(r.email.trim().toLowerCase(), 'utf8').toString('base64url') };
 }

@@ -8,7 +8,7 @@ import formbody from '@fastify/formbody';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { unsubscribeContacts } from '../contacts/queries.ts';
-import { recordHit, findSendForUnsubscribe, type HitInput } from './tracking.ts';
+import { recordHit, findRecipientForUnsubscribe, findSendForUnsubscribe, type HitInput } from './tracking.ts';
 import { TrackingLinks, type LinkKind } from './tracking-links.ts';
 import {
   alreadyUnsubscribedPage,
@@ -172,9 +172,10 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (typeof u !== 'string' || !verified('click', id, sig, u) || !isHttpUrl(u)) {
       return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
     }
+    // The target is signed, so a message that retention removed (unknown_send)
+    // still redirects: only the count is gone with it.
     try {
-      const result = await recordHit(db, hit(request, 'click', id, u), limits);
-      if (result.status === 'unknown_send') return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
+      await recordHit(db, hit(request, 'click', id, u), limits);
     } catch (err) {
       // The URL is ours (signed), so the reader still gets there; only the count is lost.
       request.log.error({ err }, 'recording a click failed');
@@ -224,4 +225,43 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (!send) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
     return reply.code(200).headers(PAGE_HEADERS).send(donePage({ email: send.email, teamName: send.team_name }));
   });
+
+  // Recipient-signed links (tracking-links.ts): `/u/c/<team>/<contact>/<sig>`
+  // or `/u/a/<team>/<base64url address>/<sig>`. They read no send log row.
+  type RecipientParams = { by: string; team: string; ref: string; sig: string };
+  /** The verified (team, by, value) of a recipient link, or null. */
+  function recipientOf(p: RecipientParams): { teamId: string; by: 'c' | 'a'; value: string } | null {
+    if (links === null || (p.by !== 'c' && p.by !== 'a') || !UUID_RE.test(p.team)) return null;
+    if (p.by === 'c' && !UUID_RE.test(p.ref)) return null;
+    if (!links.verifyRecipient(p.team, p.by, p.ref, p.sig)) return null;
+    const value = p.by === 'c' ? p.ref : Buffer.from(p.ref, 'base64url').toString('utf8');
+    return { teamId: p.team, by: p.by, value };
+  }
+
+  // Two static prefixes, not one `/u/:by/…`: beside `/u/:id/:sig` a second
+  // parameter route at the same depth would share its node.
+  for (const by of ['c', 'a'] as const) {
+    app.get(`/u/${by}/:team/:ref/:sig`, { schema: { hide: true } }, async (request, reply) => {
+      const r = recipientOf({ by, ...(request.params as Omit<RecipientParams, 'by'>) });
+      const found = r && (await findRecipientForUnsubscribe(db, r.teamId, r.by, r.value));
+      if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
+      const view = { email: found.email, teamName: found.team_name };
+      const html = found.contact_status === 'unsubscribed' ? alreadyUnsubscribedPage(view) : confirmPage(view);
+      return reply.code(200).headers(PAGE_HEADERS).send(html);
+    });
+
+    app.post(`/u/${by}/:team/:ref/:sig`, { schema: { hide: true }, bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+      const r = recipientOf({ by, ...(request.params as Omit<RecipientParams, 'by'>) });
+      if (!r) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
+      const oneClick = isOneClick(request.body);
+      const found = await db.transaction().execute(async (tx) => {
+        const f = await findRecipientForUnsubscribe(tx, r.teamId, r.by, r.value);
+        if (!f) return undefined;
+        await unsubscribeContacts(tx, f.team_id, [f.email.trim().toLowerCase()], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+        return f;
+      });
+      if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
+      return reply.code(200).headers(PAGE_HEADERS).send(donePage({ email: found.email, teamName: found.team_name }));
+    });
+  }
 };

@@ -296,3 +296,25 @@ export async function findSendForUnsubscribe(db: Db | Tx, sendLogId: string) {
     WHERE l.id = ${sendLogId}::uuid`.execute(db);
   return rows[0];
 }
+
+/**
+ * The recipient a recipient-signed unsubscribe link names (tracking-links.ts):
+ * by contact id, or by address, within the team. Reads no send log row, so
+ * the link works after retention removed the message. An address link finds
+ * its team even when no contact has the address (unsubscribing it then
+ * records a suppression, as the old link did).
+ */
+export async function findRecipientForUnsubscribe(db: Db | Tx, teamId: string, by: 'c' | 'a', value: string) {
+  if (by === 'c') {
+    const { rows } = await sql<{ team_id: string; email: string; team_name: string; contact_status: string | null }>`
+      SELECT c.team_id, c.email, t.name AS team_name, c.status AS contact_status
+      FROM contacts c JOIN teams t ON t.id = c.team_id
+      WHERE c.id = ${value}::uuid AND c.team_id = ${teamId}::uuid`.execute(db);
+    return rows[0];
+  }
+  const { rows } = await sql<{ team_id: string; email: string; team_name: string; contact_status: string | null }>`
+    SELECT t.id AS team_id, ${value}::text AS email, t.name AS team_name, c.status AS contact_status
+    FROM teams t LEFT JOIN contacts c ON c.team_id = t.id AND c.email = ${value}::text
+    WHERE t.id = ${teamId}::uuid`.execute(db);
+  return rows[0];
+}

@@ -9,7 +9,7 @@
 // updated_at), so a campaign parses each template once per thread, not once
 // per message; the cached source is compared with the given one, so a stale
 // key can never render other text.
-import { TrackingLinks } from '../mail/tracking-links.ts';
+import { TrackingLinks, type UnsubscribeRecipient } from '../mail/tracking-links.ts';
 import { escapeHtml, rewriteHtml } from '../mail/html-links.ts';
 import type { ErrorDetail } from '../http/errors.ts';
 import type { RenderLimits } from '../templates/limits.ts';
@@ -90,7 +90,8 @@ function escapeDeep(value: unknown): unknown {
 
 export type RenderMessageInput = {
   sendLogId: string;
-  contact: Record<string, unknown>;
+  /** Null: the recipient is not a contact (transactional mail to an address). */
+  contact: Record<string, unknown> | null;
   /** `key`: the template's version (id and updated_at); without it, nothing is cached. */
   template: { key?: string; subject: string | null; content: string; alt_content: string };
   sendData: { open_tracking?: boolean; click_tracking?: boolean };
@@ -102,6 +103,11 @@ export type RenderMessageInput = {
   links: { publicUrl: string; appSecret: string } | null;
   /** Whether the message carries an unsubscribe link (List-Unsubscribe); default true. */
   unsubscribe?: boolean;
+  /**
+   * Who the unsubscribe link is for. Given, the link names the recipient and
+   * outlives the send log row (retention); absent, it names the row.
+   */
+  recipient?: UnsubscribeRecipient;
   limits: RenderLimits;
 };
 
@@ -150,11 +156,13 @@ export function renderMessage(m: RenderMessageInput, pre?: Partial<Record<Templa
   const deadline = started + m.limits.renderBudgetMs;
   const links = m.links ? trackingLinks(m.links.publicUrl, m.links.appSecret) : null;
   const withUnsubscribe = m.unsubscribe !== false;
-  const unsubscribeUrl = !withUnsubscribe ? null : links ? links.unsubscribeUrl(m.sendLogId) : PREVIEW_UNSUBSCRIBE;
+  const unsubscribeUrl = !withUnsubscribe ? null : links ? (m.recipient ? links.recipientUnsubscribeUrl(m.recipient) : links.unsubscribeUrl(m.sendLogId)) : PREVIEW_UNSUBSCRIBE;
   const payload = m.event?.payload ?? {};
   const variables: Record<string, unknown> = {
+    // Transactional variables: at the top level and under `variables`; ours win.
     ...m.variables,
-    contact: contactVariables(m.contact),
+    ...(m.variables ? { variables: m.variables } : {}),
+    contact: m.contact ? contactVariables(m.contact) : null,
     event: m.event ? { name: m.event.name, occurred_at: new Date(m.event.occurred_at).toISOString(), payload } : null,
     payload,
     campaign: m.campaign,

@@ -17,6 +17,7 @@ export const WEBHOOK_EVENTS = [
   'email.contact.unsubscribed',
   'email.lead.created',
   'email.sale.created',
+  'webhook.disabled',
 ] as const;
 
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
@@ -77,5 +78,13 @@ export function samplePayload(event: WebhookEvent, now: Date = new Date()): Reco
       return { lead_id: randomUUID(), ...contact, created_at: at, source: 'landing-page', campaign_id: randomUUID(), campaign_send_id: randomUUID() };
     case 'email.sale.created':
       return { sale_id: randomUUID(), ...contact, created_at: at, amount: 49.9, currency: 'USD', source: 'shop', campaign_id: randomUUID(), campaign_send_id: randomUUID() };
+    case 'webhook.disabled':
+      return {
+        webhook_id: randomUUID(),
+        url: 'https://hooks.example.com/plover',
+        disabled_at: at,
+        reason: 'every delivery attempt failed for 5 days (32 attempts since 2026-03-01T09:12:44.000Z)',
+        last_failure_at: at,
+      };
   }
 }

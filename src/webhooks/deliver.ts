@@ -4,6 +4,7 @@
 import { isIP } from 'node:net';
 import { Agent, request } from 'undici';
 import { guardedLookup, refusalFor, type AllowList } from '../lib/net-guard.ts';
+import { jitteredDelay, type RandomSource } from '../lib/jitter.ts';
 import { bareHost } from './guard.ts';
 import { MAX_RETRY_AFTER_S, RESPONSE_BODY_LIMIT } from './deliveries.ts';
 import { signedHeaders, type SigningKeys } from './signing.ts';
@@ -134,9 +135,12 @@ export function nextAttemptAt(
   delays: number[],
   outcome: Pick<AttemptOutcome, 'retry_after_s'>,
   now: Date = new Date(),
+  jitter = 0,
+  random: RandomSource = Math.random,
 ): Date | null {
   if (attemptNo >= maxAttempts) return null;
-  const scheduled = delays[Math.min(attemptNo - 1, delays.length - 1)] ?? 0;
+  const scheduled = jitteredDelay(delays[Math.min(attemptNo - 1, delays.length - 1)] ?? 0, jitter, random);
+  // A receiver's Retry-After is its own spreading: it is honoured as given.
   const asked = outcome.retry_after_s === null ? 0 : Math.min(outcome.retry_after_s, MAX_RETRY_AFTER_S);
   return new Date(now.getTime() + Math.max(scheduled, asked) * 1000);
 }

@@ -86,13 +86,16 @@ export async function enqueueDeliveries(db: Db | Transaction<Database>, events: 
   const { rows } = await sql<{ n: number; parked_hooks: string[] | null }>`
     WITH ev AS (
       SELECT e.id AS event_id, e.team_id,
-             CASE WHEN e.name LIKE 'email.%' THEN e.name ELSE 'email.' || e.name END AS hook_event
+             CASE WHEN e.name LIKE 'email.%' OR e.name LIKE 'webhook.%' THEN e.name ELSE 'email.' || e.name END AS hook_event,
+             CASE WHEN e.name = 'webhook.disabled' THEN (e.payload ->> 'webhook_id')::uuid END AS about_webhook
       FROM events e
       WHERE e.id = ANY(${ids}::uuid[])
     ), ins AS (
       INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, event, next_attempt_at)
       SELECT plover_uuid_v7(), ev.team_id, w.id, ev.event_id, ev.hook_event, CASE WHEN w.is_enabled THEN now() END
       FROM ev JOIN webhooks w ON w.team_id = ev.team_id AND ev.hook_event = ANY (w.events)
+      -- webhook.disabled goes to the team's other endpoints, not to the failing one.
+      WHERE w.id IS DISTINCT FROM ev.about_webhook
       ON CONFLICT (event_id, webhook_id) DO NOTHING
       RETURNING webhook_id, next_attempt_at
     )
@@ -261,8 +264,21 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
     if (successes.length > 0) {
       const lastAt = new Date(Math.max(...results.filter((r) => r.status === 'success').map((r) => r.at.getTime()))).toISOString();
       await sql`
-        UPDATE webhooks SET last_success_at = greatest(coalesce(last_success_at, '-infinity'), ${lastAt}::timestamptz)
+        UPDATE webhooks SET last_success_at = greatest(coalesce(last_success_at, '-infinity'), ${lastAt}::timestamptz),
+                            failing_since = NULL, failures_since_success = 0
         WHERE id = ANY(${successes}::uuid[])`.execute(tx);
+    }
+    // The failing streak of webhooks with no success in this batch, read by
+    // the auto-disable check (auto-disable.ts). Only where the attempt was
+    // recorded (same lease), as above.
+    const failures = streaksOf(results.filter((r) => r.status !== 'success' && !successes.includes(r.webhook_id)));
+    if (failures.length > 0) {
+      await sql`
+        UPDATE webhooks w SET failing_since = coalesce(w.failing_since, f.first_at),
+                              last_failure_at = greatest(coalesce(w.last_failure_at, '-infinity'), f.last_at),
+                              failures_since_success = w.failures_since_success + f.n
+        FROM jsonb_to_recordset(${JSON.stringify(failures)}::jsonb) AS f(webhook_id uuid, first_at timestamptz, last_at timestamptz, n int)
+        WHERE w.id = f.webhook_id`.execute(tx);
     }
     if (gone.length > 0) {
       await sql`
@@ -271,6 +287,22 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
       await parkDeliveries(tx, gone);
     }
   });
+}
+
+/** Per webhook: first and last failed attempt of the batch and their number, in id order (the lock order). */
+function streaksOf(failed: AttemptResult[]) {
+  const by = new Map<string, { webhook_id: string; first_at: string; last_at: string; n: number }>();
+  for (const r of failed) {
+    const at = r.at.toISOString();
+    const s = by.get(r.webhook_id);
+    if (!s) by.set(r.webhook_id, { webhook_id: r.webhook_id, first_at: at, last_at: at, n: 1 });
+    else {
+      if (at < s.first_at) s.first_at = at;
+      if (at > s.last_at) s.last_at = at;
+      s.n++;
+    }
+  }
+  return [...by.values()].sort((a, b) => (a.webhook_id < b.webhook_id ? -1 : 1));
 }
 
 export type DeliveryFilter = { status?: 'pending' | 'success' | 'failed'; event?: string; page: number; perPage: number };

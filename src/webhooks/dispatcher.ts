@@ -203,7 +203,7 @@ export class WebhookDispatcher {
         const attemptNo = d.sequence_attempts + 1;
         // The schedule counts from the start of the failed attempt, so a slow
         // receiver does not stretch it.
-        const next = o.ok ? null : nextAttemptAt(attemptNo, d.max_attempts, this.config.webhookRetryDelays, o, o.at);
+        const next = o.ok ? null : nextAttemptAt(attemptNo, d.max_attempts, this.config.webhookRetryDelays, o, o.at, this.config.retryJitter);
         this.results.push({
           id: d.id,
           webhook_id: d.webhook_id,

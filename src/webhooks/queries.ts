@@ -176,6 +176,10 @@ export async function updateWebhook(
       changes.is_enabled = true;
       changes.secret_enc = box.seal(newWebhookSecret());
       changes.disabled_reason = null;
+      // A fresh start: the failing streak that disabled it is over.
+      changes.auto_disabled_at = null;
+      changes.failing_since = null;
+      changes.failures_since_success = 0;
     }
     if (turnsOff) changes.is_enabled = false;
     if (Object.keys(changes).length === 0) return { ...current, pending_count: await countPending(tx, teamId, id) };

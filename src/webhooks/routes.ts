@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Agent } from 'undici';
 import { notFound, validationFailed } from '../http/errors.ts';
-import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
+import { dateTimeValue, Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { samplePayload, type WebhookEvent } from './catalog.ts';
 import { attemptDelivery, deliveryAgent } from './deliver.ts';
 import {
@@ -326,8 +326,8 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       rejectInvalidId(request, 'webhook');
       const now = Date.now();
-      const since = new Date(request.body.since);
-      const until = request.body.until === undefined ? new Date(now) : new Date(request.body.until);
+      const since = dateTimeValue(request.body.since);
+      const until = request.body.until === undefined ? new Date(now) : dateTimeValue(request.body.until);
       const problems = [];
       if (since.getTime() < now - RECOVER_MAX_DAYS * 86_400_000) {
         problems.push({ field: 'since', message: `must be at most ${RECOVER_MAX_DAYS} days back` });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pg from 'pg';
-import { listMigrations, migrate } from '../../src/db/migrate.ts';
+import { listMigrations, migrate, MigrationChecksumError } from '../../src/db/migrate.ts';
 import { createPool } from '../../src/db/pool.ts';
 import { baseUrl } from '../helpers.ts';
 
@@ -86,6 +86,49 @@ test('a failing migration rolls back entirely: nothing half-applied', async () =
     await assert.rejects(migrate(pool, dir), /no_such_function/);
     const { rows } = await pool.query("SELECT to_regclass('good') AS a, to_regclass('also_good') AS b, to_regclass('schema_migrations') AS m");
     assert.deepEqual(rows[0], { a: null, b: null, m: null });
+  } finally {
+    await pool.end();
+    await d.drop();
+  }
+});
+
+test('an applied migration edited afterwards stops migrate with a message naming the file', async () => {
+  const d = await emptyDatabase();
+  const dir = mkdtempSync(join(tmpdir(), 'plover-mig-'));
+  writeFileSync(join(dir, '0001_first.sql'), 'CREATE TABLE first (id int);');
+  writeFileSync(join(dir, '0002_second.sql'), 'CREATE TABLE second (id int);');
+  const pool = createPool(d.url, 2);
+  try {
+    assert.deepEqual(await migrate(pool, dir), ['0001_first', '0002_second']);
+    const { rows } = await pool.query('SELECT version, checksum FROM schema_migrations ORDER BY version');
+    assert.deepEqual(rows.map((r) => r.checksum), listMigrations(dir).map((m) => m.checksum));
+    assert.match(rows[0].checksum, /^[0-9a-f]{64}$/);
+    writeFileSync(join(dir, '0002_second.sql'), 'CREATE TABLE second (id bigint);');
+    writeFileSync(join(dir, '0003_third.sql'), 'CREATE TABLE third (id int);');
+    await assert.rejects(migrate(pool, dir), (e: Error) => e instanceof MigrationChecksumError && /0002_second\.sql/.test(e.message));
+    // Nothing after the check ran: the new file was not applied either.
+    const third = await pool.query("SELECT to_regclass('third') AS t");
+    assert.equal(third.rows[0].t, null);
+  } finally {
+    await pool.end();
+    await d.drop();
+  }
+});
+
+test('a database migrated before checksums existed gets them backfilled, then checked', async () => {
+  const d = await emptyDatabase();
+  const dir = mkdtempSync(join(tmpdir(), 'plover-mig-'));
+  writeFileSync(join(dir, '0001_first.sql'), 'CREATE TABLE first (id int);');
+  const pool = createPool(d.url, 2);
+  try {
+    // The table as the migrator before checksums left it.
+    await pool.query(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+      CREATE TABLE first (id int); INSERT INTO schema_migrations (version, name) VALUES (1, 'first')`);
+    assert.deepEqual(await migrate(pool, dir), []);
+    const { rows } = await pool.query('SELECT checksum FROM schema_migrations WHERE version = 1');
+    assert.equal(rows[0].checksum, listMigrations(dir)[0]!.checksum);
+    writeFileSync(join(dir, '0001_first.sql'), 'CREATE TABLE first (id int, x int);');
+    await assert.rejects(migrate(pool, dir), /0001_first\.sql was changed after it was applied/);
   } finally {
     await pool.end();
     await d.drop();

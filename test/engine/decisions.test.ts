@@ -185,7 +185,8 @@ describe('campaign decisions', () => {
     const s = await setup(t, sink.port);
     const disabled = await createCampaign(s.a, base(s));
     await t.database.db.updateTable('mail_accounts').set({ status: 'disabled' }).where('id', '=', s.accountId).execute();
-    const limited = await insertAccount(t, s.teamId, sink.port, { daily_limit: 1 });
+    // Campaign mail may use 10 % of 10 a day: one slot (the rest is kept for transactional mail).
+    const limited = await insertAccount(t, s.teamId, sink.port, { daily_limit: 10, campaign_share_percent: 10 });
     const capped = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [limited] });
     const e1 = await trigger(s, 'acc1@example.com');
     const e2 = await trigger(s, 'acc2@example.com');
@@ -205,7 +206,7 @@ describe('campaign decisions', () => {
     const t2 = await createTemplate(s.a, { name: 'Second', subject: 'Second' });
     const a2 = await insertAccount(t, s.teamId, sink.port, { from_email: 'two@plover.test' });
     const a3 = await insertAccount(t, s.teamId, sink.port, { from_email: 'three@plover.test' });
-    const a4 = await insertAccount(t, s.teamId, sink.port, { from_email: 'four@plover.test', daily_limit: 1 });
+    const a4 = await insertAccount(t, s.teamId, sink.port, { from_email: 'four@plover.test', daily_limit: 1, campaign_share_percent: 100 });
     await createCampaign(s.a, { template_ids: [s.templateId, t2], mail_account_ids: [s.accountId, a3, a2, a4] });
     await t.database.db.updateTable('mail_accounts').set({ status: 'disabled' }).where('id', '=', a3).execute();
     for (let i = 0; i < 6; i++) {

@@ -25,13 +25,14 @@ export async function insertAccount(
   t: TestApp,
   teamId: string,
   port: number,
-  opts: { daily_limit?: number; status?: 'active' | 'disabled'; from_email?: string } = {},
+  opts: { daily_limit?: number; campaign_share_percent?: number; status?: 'active' | 'disabled'; from_email?: string } = {},
 ): Promise<string> {
   const row = await t.database.db
     .insertInto('mail_accounts')
     .values({
       team_id: teamId, host: '127.0.0.1', port, security: 'none', from_email: opts.from_email ?? 'news@plover.test',
       from_name: 'Plover News', daily_limit: opts.daily_limit ?? 500, status: opts.status ?? 'active',
+      campaign_share_percent: opts.campaign_share_percent ?? 90,
     })
     .returning('id')
     .executeTakeFirstOrThrow();

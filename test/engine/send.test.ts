@@ -55,7 +55,10 @@ describe('sending: upsert → decision → SMTP → result', () => {
     assert.equal(log.message_id, `${log.id}@plover.test`);
 
     const links = new TrackingLinks(testConfig().publicUrl, testConfig().appSecret!);
-    assert.equal(m.headers.get('list-unsubscribe'), `<${links.unsubscribeUrl(log.id)}>`);
+    // The unsubscribe URL names the recipient (team, contact), so it outlives the message row (retention).
+    const unsubscribeUrl = links.recipientUnsubscribeUrl({ teamId: s.teamId, contactId: log.contact_id, email: log.email });
+    assert.ok(log.contact_id);
+    assert.equal(m.headers.get('list-unsubscribe'), `<${unsubscribeUrl}>`);
     assert.equal(m.headers.get('list-unsubscribe-post'), 'List-Unsubscribe=One-Click');
 
     assert.match(m.html, /Hi Ada \(&lt;b&gt;x&lt;\/b&gt;\)/, 'contact values are HTML-escaped');
@@ -64,7 +67,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
     assert.ok(m.html.includes(`href="${click}"`), 'the link goes through the signed click redirect');
     assert.ok(!m.html.includes('href="https://example.com/offer'), 'no untracked copy of the link');
     assert.ok(m.html.includes('href="mailto:help@example.com"'), 'mailto links are left alone');
-    assert.ok(m.html.includes(`href="${links.unsubscribeUrl(log.id)}"`), 'the unsubscribe link is direct');
+    assert.ok(m.html.includes(`href="${unsubscribeUrl}"`), 'the unsubscribe link is direct');
     assert.ok(m.html.includes(links.openPixelUrl(log.id)), 'open pixel');
     assert.ok(m.html.includes(`href="${links.honeypotUrl(log.id)}"`), 'honeypot link');
     assert.match(m.html, /display:none/);
@@ -173,6 +176,13 @@ describe('sending: upsert → decision → SMTP → result', () => {
     const [log] = await sendLog(t, s.teamId);
     assert.equal(log.status, 'deferred');
     assert.equal(log.attempts, 1);
+    // The retry job is due the schedule's delay ± 20 % (jitter) after the deferral.
+    const { rows } = await t.database.pool.query<{ wait: number }>(
+      `SELECT extract(epoch FROM j.run_at - l.updated_at)::float8 AS wait
+         FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id, email_send_log l
+        WHERE k.identifier = 'send_email' AND l.id = $1 AND j.payload->>'email_send_log_id' = l.id::text`, [log.id]);
+    assert.equal(rows.length, 1);
+    assert.ok(rows[0]!.wait >= 3600 * 0.8 - 1 && rows[0]!.wait <= 3600 * 1.2 + 1, `retry due ${rows[0]!.wait} s after the deferral`);
   });
 
   test('a row left in `sending` by a dead worker is never sent again: failed after the lease', async () => {

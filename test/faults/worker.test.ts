@@ -143,7 +143,8 @@ describe('worker faults', () => {
 
   test('webhook receiver down (503, then port closed) and back: all arrive, on schedule', { timeout: 60_000 }, async () => {
     const delays = [1, 1, 2, 2, 2, 2];
-    const config = testConfig({ allowedPrivateTargets: ['127.0.0.1'], webhookRetryDelays: delays, webhookTimeoutMs: 1_000, workerDeadAfterS: 3 });
+    // Jitter off: the gaps below are checked against the schedule itself (jitter bounds: test/lib/jitter.test.ts).
+    const config = testConfig({ allowedPrivateTargets: ['127.0.0.1'], webhookRetryDelays: delays, webhookTimeoutMs: 1_000, workerDeadAfterS: 3, retryJitter: 0 });
     let r: Receiver = await startReceiver((_q, res) => (res.writeHead(503), res.end('down')));
     const port = r.port;
     cleanup.push(() => r.close());
@@ -208,7 +209,8 @@ describe('worker faults', () => {
 
   test('SMTP server refusing connections, then back: deferred, then sent once, on schedule', { timeout: 60_000 }, async () => {
     const delays = [1, 2, 2, 2];
-    const config = testConfig({ sendRetryDelays: delays, workerDeadAfterS: 3 });
+    // Jitter off: the gaps below are checked against the schedule itself.
+    const config = testConfig({ sendRetryDelays: delays, workerDeadAfterS: 3, retryJitter: 0 });
     const smtp = await startFaultSmtp();
     cleanup.push(() => smtp.close());
     await smtp.down();

@@ -62,6 +62,9 @@ export const TRACKING_OPS: Operation[] = [
   { id: 'GET /t/h/{id}/{sig}', method: 'GET', path: '/t/h/{id}/{sig}', pathParams: [], query: [], tracking: true },
   { id: 'GET /u/{id}/{sig}', method: 'GET', path: '/u/{id}/{sig}', pathParams: [], query: [], tracking: true },
   { id: 'POST /u/{id}/{sig}', method: 'POST', path: '/u/{id}/{sig}', pathParams: [], query: [], tracking: true },
+  ...(['c', 'a'] as const).flatMap((by) => (['GET', 'POST'] as const).map((method) => (
+    { id: `${method} /u/${by}/{team}/{ref}/{sig}`, method, path: `/u/${by}/{team}/{ref}/{sig}`, pathParams: [], query: [], tracking: true }
+  ))),
 ];
 
 type Live = { created: Record<string, string[]> };

@@ -23,16 +23,16 @@ export type Team = { teamId: string; key: string; ids: Ids; emails: string[]; se
  * /public/v1, dashboard pages elsewhere). Unknown: throws, so a new route must
  * be added here.
  */
-export function idKindOf(path: string, param: string): Exclude<IdKind, 'send'> {
+export function idKindOf(path: string, param: string): IdKind {
   const p = path.replace(/:([A-Za-z_]+)/g, '{$1}');
   const api = p.startsWith('/public/v1/');
   const rest = p.replace(/^\/public\/v1/, '');
   if (param === 'delivery_id' && api && rest.startsWith('/webhooks/{id}/deliveries/{delivery_id}')) return 'delivery';
   if (param === 'delivery' && !api && rest.startsWith('/webhooks/{id}/deliveries/{delivery}')) return 'delivery';
   if (param === 'id') {
-    const prefixes: [string, Exclude<IdKind, 'send'>][] = api
-      ? [['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event']]
-      : [['/templates/', 'template'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
+    const prefixes: [string, IdKind][] = api
+      ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event']]
+      : [['/templates/', 'template'], ['/emails/', 'send'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
     for (const [prefix, kind] of prefixes) if (rest.startsWith(`${prefix}{id}`)) return kind;
   }
   throw new Error(`no id source for path parameter {${param}} of ${path}: add it to idKindOf in test/fuzz/world.ts`);
@@ -136,6 +136,14 @@ export async function createWorld(opts: { rateLimitPerMinute?: number } = {}): P
       const u = new URL(url);
       tracking.paths.push(u.pathname + u.search);
     }
+  }
+  // Recipient-signed unsubscribe links: by contact and by address, per team.
+  for (const team of [a, b]) {
+    const contactId = team.ids.contact[0] ?? null;
+    for (const url of [
+      links.recipientUnsubscribeUrl({ teamId: team.teamId, contactId, email: 'fuzz@example.com' }),
+      links.recipientUnsubscribeUrl({ teamId: team.teamId, contactId: null, email: 'Fuzz.Address@example.com' }),
+    ]) tracking.paths.push(new URL(url).pathname);
   }
   return {
     t,

@@ -40,7 +40,8 @@ describe('mail accounts: create, list, get', () => {
     assert.equal(body.ok, true);
     const acc = body.mail_account;
     assert.deepEqual(Object.keys(acc).sort(), [
-      'created_at', 'daily_limit', 'from_email', 'from_name', 'host', 'id', 'port', 'security', 'status', 'team_id', 'updated_at', 'username',
+      'campaign_share_percent', 'created_at', 'daily_limit', 'email', 'from_email', 'from_name', 'host', 'id', 'port', 'security', 'status',
+      'team_id', 'updated_at', 'username',
     ]);
     assert.match(acc.id, UUID);
     assert.equal(acc.team_id, teamId);
@@ -50,7 +51,9 @@ describe('mail accounts: create, list, get', () => {
     assert.equal(acc.username, 'mailer');
     assert.equal(acc.from_email, 'news@example.com');
     assert.equal(acc.from_name, 'Example News');
+    assert.equal(acc.email, acc.from_email, 'what existing clients show in their account picker');
     assert.equal(acc.daily_limit, 500);
+    assert.equal(acc.campaign_share_percent, 90);
     assert.equal(acc.status, 'active');
     assert.match(acc.created_at, ISO);
     assert.match(acc.updated_at, ISO);

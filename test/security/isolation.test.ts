@@ -39,6 +39,8 @@ const NOT_TEAM_ROUTES: Record<string, string> = {
   '/t/c/:id/:sig': 'signed link (test/tracking/security.test.ts, test/mail/tracking-links.test.ts)',
   '/t/h/:id/:sig': 'signed link (test/tracking/security.test.ts)',
   '/u/:id/:sig': 'signed link (test/tracking/unsubscribe.test.ts, test/tracking/security.test.ts)',
+  '/u/c/:team/:ref/:sig': 'signed link over (team, contact); the team is part of what is signed (test/ops/retention.test.ts)',
+  '/u/a/:team/:ref/:sig': 'signed link over (team, address); the team is part of what is signed (test/ops/retention.test.ts)',
   '/assets/:name': 'static dashboard files, the same for everyone',
 };
 
@@ -51,6 +53,7 @@ function bodyFor(route: Route, b: Team, world: World): Record<string, unknown> |
   const key = `${route.method} ${route.path}`;
   const bodies: Record<string, Record<string, unknown>> = {
     'PATCH /public/v1/webhooks/:id': { description: 'changed by team B', is_enabled: false },
+    'POST /public/v1/webhooks/:id/recover': { since: new Date(Date.now() - 86_400_000).toISOString() },
     'POST /public/v1/email/campaigns/:id/submit': { email: b.emails[0], idempotency_key: 'b-cross-team' },
     'POST /webhooks/:id/edit': { url: world.webhookUrls[0], events: 'email.sent', description: 'changed by team B' },
   };
@@ -162,6 +165,14 @@ describe('team isolation matrix (generated from the route table)', () => {
     });
     assert.equal(campaign.statusCode, 422, campaign.body);
     assert.deepEqual(campaign.json().error.details.map((d: { field: string }) => d.field).sort(), ['mail_account_ids[0]', 'template_ids[0]']);
+    // Transactional e-mail: A's template, account and contact are unknown to B, one by one and in a batch.
+    const borrowed = { template_id: a.ids.template[0], mail_account_id: a.ids.mailAccount[0], contact_id: a.ids.contact[0], to_email: b.emails[0] };
+    const submit = await inject(b, 'POST', '/public/v1/email/emails/submit', borrowed);
+    assert.equal(submit.statusCode, 422, submit.body);
+    assert.deepEqual(submit.json().error.details.map((d: { field: string }) => d.field).sort(), ['contact_id', 'mail_account_id', 'template_id']);
+    const batch = await inject(b, 'POST', '/public/v1/email/emails/batch', { emails: [borrowed] });
+    assert.equal(batch.statusCode, 422, batch.body);
+    assert.equal(batch.json().error.details.length, 3);
   });
   test("every list route and page: team B's answer holds none of team A's ids or team id; A's own holds some", async () => {
     const { a, b } = world;

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { buildTestApp, type TestApp } from '../helpers.ts';
 import { BROWSER_UA, countersOf, eventsOf, hitsOf, makeSend, pathOf, testLinks } from './fixtures.ts';
 
@@ -65,9 +66,13 @@ describe('click redirect and honeypot', () => {
     }
   });
 
-  test('a valid signature for a send that does not exist (deleted) is a 404 page', async () => {
+  test('a valid signature for a send that no longer exists (retention) still redirects; nothing is recorded', async () => {
     const id = '0190a7e2-0000-7000-8000-0000000000aa';
-    assertNotFoundPage(await click(id));
+    const res = await click(id);
+    assert.equal(res.statusCode, 302);
+    assert.equal(res.headers.location, TARGET);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM tracking_hits WHERE email_send_log_id = ${id}::uuid`.execute(t.database.db);
+    assert.equal(rows[0]!.n, 0);
   });
 
   test('a target with characters a header cannot carry goes out percent-encoded, same resource', async () => {

@@ -10,9 +10,12 @@ import { WebhookDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { startReceiver, type Receiver, type Received } from './receiver.ts';
 
-// Compressed, increasing schedule; 10% of the shortest is 80 ms.
+// Compressed, increasing schedule; 10% of the shortest is 80 ms. Jitter off:
+// these tests measure the schedule itself, and ± 20 % would make neighbouring
+// steps overlap (0.8 × 1.2 s < 1.2 × 0.8 s); the jitter's bounds are tested
+// on nextAttemptAt with an injected random source (test/lib/jitter.test.ts).
 const DELAYS = [0.8, 1.2, 1.6, 2.0, 2.4, 2.8];
-const config = testConfig({ allowedPrivateTargets: ['127.0.0.1'], webhookRetryDelays: DELAYS, webhookTimeoutMs: 1_000 });
+const config = testConfig({ allowedPrivateTargets: ['127.0.0.1'], webhookRetryDelays: DELAYS, webhookTimeoutMs: 1_000, retryJitter: 0 });
 
 /** An independent check of X-FY-Signature: recompute over the raw bytes received. */
 function verifyFy(r: Received, secret: string): boolean {
