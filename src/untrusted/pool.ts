@@ -38,16 +38,14 @@ export type UntrustedPoolOptions = {
 };
 
 /**
- * Each thread's old-generation heap. The largest legal tasks, measured one at
- * a time in a thread (a 10 MiB bulk body of 96,000 values parsed and checked;
- * a render just under the 8 MiB HTML cap with every link tracked and its text
- * derived; a 1 MiB template parsed and rendered) all fail at 32 MiB and all
- * pass at 48 MiB. 128 MiB leaves room for the compiled-template cache
- * (render-tasks.ts) beside the largest task, and halves what the threads could
- * hold at the former 256 MiB (the isolation bench's RSS went from 657-808 MiB
- * to under 470 MiB with this and the fair share below).
+ * Each thread's old-generation heap. Measured one task at a time in a thread:
+ * the worst legal template (1 MiB of `{{ x }}`, 150,000 tags, checked at create
+ * with its alt_content derived and parsed) fails at 192 MiB and passes at 256;
+ * a 10 MiB bulk body, a render at the 8 MiB HTML cap and a 1 MiB template of
+ * ordinary markup all pass at 48. So 256 stays; what bounds the pool's share
+ * of RSS is that one team holds at most one thread (perTeamThreads).
  */
-export const DEFAULT_POOL_HEAP_MIB = 128;
+export const DEFAULT_POOL_HEAP_MIB = 256;
 
 export type UntrustedWorkReason = 'timeout' | 'memory' | 'overloaded' | 'crashed';
 
@@ -95,7 +93,7 @@ export class UntrustedPool {
       // Per thread on Linux (piscina calls nice(2) in the thread, through
       // @napi-rs/nice): the request-serving thread keeps its priority.
       niceIncrement: opts.niceIncrement ?? 10,
-      resourceLimits: { maxOldGenerationSizeMb: maxOld, maxYoungGenerationSizeMb: 16, stackSizeMb: 4 },
+      resourceLimits: { maxOldGenerationSizeMb: maxOld, maxYoungGenerationSizeMb: 32, stackSizeMb: 4 },
     });
   }
 
