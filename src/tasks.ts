@@ -10,6 +10,7 @@ import { retentionTask } from './ops/retention.ts';
 import { autoDisableTask } from './webhooks/auto-disable.ts';
 import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
+import { contactImportTask } from './contacts/imports.ts';
 
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
 export type TaskDeps = { db: Db; config: Config; now?: Clock };
@@ -33,5 +34,6 @@ export function buildTaskList(deps: TaskDeps): TaskList {
     webhook_paused_backlog: pausedBacklogTask(deps.db, deps.config),
     retention: retentionTask(deps.db, deps.config),
     webhook_auto_disable: autoDisableTask(deps.db, deps.config),
+    contact_import: contactImportTask({ db: deps.db, maxTags: deps.config.contactMaxTags }),
   };
 }

@@ -184,12 +184,17 @@ async function upsertOnce(tx: Transaction<Database>, teamId: string, patches: Co
   return { created, updated, pre };
 }
 
-/** Upserts a batch (already merged: one patch per address) and emits contact.saved for real changes. */
+/**
+ * Upserts a batch (already merged: one patch per address) and emits
+ * contact.saved for real changes, unless `emitEvents` is false: a CSV import
+ * of 200,000 contacts must not start 200,000 welcome campaigns or webhook calls.
+ */
 export async function upsertContacts(
   tx: Transaction<Database>,
   teamId: string,
   patches: ContactPatch[],
   cap: TagCap = { maxTags: Infinity },
+  opts: { emitEvents?: boolean } = {},
 ): Promise<UpsertResult> {
   const created: SavedRow[] = [];
   const updated: SavedRow[] = [];
@@ -229,6 +234,7 @@ export async function upsertContacts(
     // Thrown inside the caller's transaction: nothing of the request is kept.
     throw validationFailed(details, 'too many tags for a contact');
   }
+  if (opts.emitEvents === false) return { created, updated, unchanged };
   const events: NewEvent[] = [...created, ...updated].map((r) => ({
     teamId,
     name: 'contact.saved',

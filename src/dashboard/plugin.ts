@@ -11,6 +11,7 @@ import { authRoutes } from './auth-routes.ts';
 import { campaignPages } from './campaign-pages.ts';
 import { contactPages } from './contact-pages.ts';
 import { emailPages } from './email-pages.ts';
+import { importPages } from './import-pages.ts';
 import { keyPages } from './key-pages.ts';
 import { PageError, pageNotFound } from './page-error.ts';
 import { refuseBeforeBody } from './intake.ts';
@@ -77,6 +78,7 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   await app.register(keyPages);
   await app.register(campaignPages);
   await app.register(emailPages);
+  await app.register(importPages); // before contactPages: /contacts/import is not a contact id
   await app.register(contactPages);
   await app.register(templatePages);
   await app.register(webhookPages);

@@ -99,7 +99,11 @@ export function csrfToken(request: FastifyRequest, reply: FastifyReply): string 
 /** True when the request's `_csrf` form field is the token for its session. */
 export function csrfValid(request: FastifyRequest): boolean {
   const body = request.body as Record<string, unknown> | undefined;
-  const given = typeof body?._csrf === 'string' ? body._csrf : '';
+  return csrfMatches(request, typeof body?._csrf === 'string' ? body._csrf : '');
+}
+
+/** True when `given` is the CSRF token for the request's session (an upload checks it before reading its body). */
+export function csrfMatches(request: FastifyRequest, given: string): boolean {
   let subject: string | undefined;
   if (request.dashboardUser) subject = `session:${request.dashboardUser.sessionId}`;
   else {

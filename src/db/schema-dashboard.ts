@@ -30,7 +30,27 @@ export interface DashboardPasswordTokensTable {
   used_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 }
 
+export interface ContactImportsTable {
+  id: Generated<string>;
+  team_id: string;
+  status: Generated<'queued' | 'running' | 'done' | 'failed'>;
+  file_name: string;
+  file_path: string;
+  bytes: ColumnType<string, number | string, number | string>;
+  rows_estimate: number;
+  emit_events: Generated<boolean>;
+  rows_done: Generated<number>;
+  rejected: Generated<number>;
+  created: Generated<number>;
+  updated: Generated<number>;
+  unchanged: Generated<number>;
+  error: string | null;
+  created_at: Ts;
+  finished_at: ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+}
+
 export interface DashboardTables {
+  contact_imports: ContactImportsTable;
   dashboard_users: DashboardUsersTable;
   dashboard_sessions: DashboardSessionsTable;
   dashboard_password_tokens: DashboardPasswordTokensTable;

@@ -18,7 +18,7 @@ export interface LeadsTable {
   id: Generated<string>;
   team_id: string;
   contact_id: string | null;
-  /** Null once retention purged the event (0015). */
+  /** Null once retention purged the event (0012). */
   event_id: string | null;
   source: string | null;
   campaign_id: string | null;
@@ -34,7 +34,7 @@ export interface SalesTable extends LeadsTable {
 export interface CampaignDecisionsTable {
   id: Generated<string>;
   team_id: string;
-  /** Null once retention purged the event (0015). */
+  /** Null once retention purged the event (0012). */
   event_id: string | null;
   campaign_id: string;
   campaign_send_id: string | null;

@@ -13,7 +13,7 @@ export interface WebhooksTable {
   description: string | null;
   disabled_reason: string | null;
   last_success_at: NullableTs;
-  /** First failed attempt since the last success (auto-disable, 0015). */
+  /** First failed attempt since the last success (auto-disable, 0012). */
   failing_since: NullableTs;
   last_failure_at: NullableTs;
   failures_since_success: Generated<number>;

@@ -11,6 +11,8 @@ export type IntakeConfig = {
   apiBodyLimitBytes: number;
   /** Dashboard forms. */
   dashboardBodyLimitBytes: number;
+  /** A CSV uploaded to the dashboard's contact import, streamed to disk. */
+  dashboardImportLimitBytes: number;
   /** Values (object members and array elements, nested ones included) in one JSON body. */
   jsonMaxValues: number;
   /** JSON bodies larger than this are parsed in the untrusted pool, off the event loop. */
@@ -42,6 +44,7 @@ export function loadIntakeConfig(env: NodeJS.ProcessEnv, int: IntReader, fail: (
   const templateBodyLimitBytes = int('TEMPLATE_BODY_LIMIT_BYTES', 2 * MIB, 1024, 1024 * MIB);
   const apiBodyLimitBytes = int('API_BODY_LIMIT_BYTES', 256 * 1024, 1024, 1024 * MIB);
   const dashboardBodyLimitBytes = int('DASHBOARD_BODY_LIMIT_BYTES', 64 * 1024, 1024, 1024 * MIB);
+  const dashboardImportLimitBytes = int('DASHBOARD_IMPORT_LIMIT_BYTES', 200 * MIB, 1024, 16 * 1024 * MIB);
   const headersTimeoutMs = int('HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
   const requestTimeoutMs = int('HTTP_REQUEST_TIMEOUT_MS', 60_000, 100, 3_600_000);
   // Node refuses a server whose headers timeout exceeds its request timeout.
@@ -55,6 +58,7 @@ export function loadIntakeConfig(env: NodeJS.ProcessEnv, int: IntReader, fail: (
     templateBodyLimitBytes,
     apiBodyLimitBytes,
     dashboardBodyLimitBytes,
+    dashboardImportLimitBytes,
     jsonMaxValues: int('JSON_MAX_VALUES', 100_000, 100, 10_000_000),
     jsonPoolThresholdBytes: int('JSON_POOL_THRESHOLD_BYTES', 64 * 1024, 0, 1024 * MIB),
     heavyRequestsPerTeam: int('HEAVY_REQUESTS_PER_TEAM', 2, 1, 1000),

@@ -59,6 +59,9 @@ for (const ajv of [bodyAjv, textAjv]) {
 export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) =>
   (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object) as ReturnType<FastifySchemaCompiler<TSchema>>;
 
+/** The API's body validator for one schema, for input that arrives another way (a CSV row). */
+export const compileBodyValidator = (schema: TSchema) => bodyAjv.compile(schema as object);
+
 const errorResponse = (description: string) => ({ ...ErrorBody, description });
 
 /** The error responses every authenticated route can give, plus any route-specific ones. */

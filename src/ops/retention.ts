@@ -11,7 +11,7 @@
 // - counters: contacts' and campaigns' counts and the messages' totals are
 //   stored columns, never recomputed from the rows that remain;
 // - leads, sales and campaign decisions: their event_id is set to NULL by the
-//   foreign key (0015), the rows stay; the engine's cooldown and daily cap read
+//   foreign key (0012), the rows stay; the engine's cooldown and daily cap read
 //   campaign_decisions, so "once per contact per campaign" outlives the events;
 // - links in sent e-mail: click URLs sign their target and unsubscribe URLs
 //   sign the recipient, so both work after the message row is gone.

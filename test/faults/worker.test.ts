@@ -174,7 +174,13 @@ describe('worker faults', () => {
     const ok = new Map(r.received.map((x) => [x.body.id, 0]));
     for (const x of r.received) ok.set(x.body.id, ok.get(x.body.id)! + 1);
     for (const d of rows) {
-      assert.equal(ok.get(d.id), 1, `delivery ${d.id} arrived ${ok.get(d.id) ?? 0} times once the receiver was back`);
+      // Once back, each delivery arrives once; a second arrival is allowed only
+      // for an attempt we recorded as timed out (the receiver got it, its answer
+      // came after the 1 s timeout: at-least-once on a loaded machine), never
+      // after a recorded success.
+      const timeouts = d.attempt_log.filter((a) => a.response_code === null && /^timeout/.test(a.error ?? '')).length;
+      const arrived = ok.get(d.id) ?? 0;
+      assert.ok(arrived >= 1 && arrived <= 1 + timeouts, `delivery ${d.id} arrived ${arrived} times once the receiver was back (${timeouts} timed-out attempts)`);
       assert.ok(d.attempts >= 3 && d.attempts <= 7, `${d.attempts} attempts`);
       const log = d.attempt_log;
       const failure = (a: { response_code: number | null; error: string | null }) => a.response_code === 503 || (a.response_code === null && !!a.error);

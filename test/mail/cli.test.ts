@@ -108,7 +108,7 @@ describe('plover mail-account create', () => {
     assert.equal(await count(teamId), 0);
   });
 
-  test('clear messages and exit 1 on bad input', async () => {
+  test('clear messages and exit 2 (usage) on bad input, 1 when the team does not exist', async () => {
     const { teamId } = await makeTeam(t.database.db);
     const base = ['mail-account', 'create', '--team', teamId, '--from-email', 'a@example.com'];
     const cases: [string[], RegExp][] = [
@@ -131,7 +131,8 @@ describe('plover mail-account create', () => {
     ];
     const runs = await Promise.all(cases.map(([args]) => plover(t.database.url, args)));
     for (const [i, [args, message]] of cases.entries()) {
-      assert.equal(runs[i].code, 1, `${args.join(' ')} exits 1`);
+      const code = /no team with id/.test(String(message)) ? 1 : 2;
+      assert.equal(runs[i].code, code, `${args.join(' ')} exits ${code}: ${runs[i].stderr}`);
       assert.match(runs[i].stderr, message, `${args.join(' ')}: ${runs[i].stderr}`);
     }
     assert.equal(await count(teamId), 0);

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Command } from 'commander';
+import { buildCli } from '../../src/cli.ts';
 import { after, before, describe, test } from 'node:test';
 import { buildTestApp, type TestApp } from '../helpers.ts';
 
@@ -73,30 +76,52 @@ describe('plover CLI, end to end', () => {
     assert.match(r.stdout, /up to date/);
   });
 
-  test('clear messages and non-zero exits on errors', async () => {
-    const cases: [string[], RegExp][] = [
-      [['key', 'create', '--team', 'nope', '--name', 'x'], /--team must be a UUID/],
-      [['key', 'create', '--team', '00000000-0000-4000-8000-000000000000', '--name', 'x'], /no team with id/],
-      [['key', 'list', '--team', '00000000-0000-4000-8000-000000000000'], /no team with id/],
-      [['key', 'revoke', 'abc'], /key id must be a UUID/],
-      [['team', 'create', '   '], /team name must be/],
-      [['key', 'create', '--name', 'x'], /required option '--team/],
-      [['frobnicate'], /unknown command/],
+  test('exit codes: 2 for a wrong command line, 1 for a failed operation', async () => {
+    const cases: [string[], number, RegExp][] = [
+      [['key', 'create', '--team', 'nope', '--name', 'x'], 2, /--team must be a UUID/],
+      [['key', 'create', '--team', '00000000-0000-4000-8000-000000000000', '--name', 'x'], 1, /no team with id/],
+      [['key', 'list', '--team', '00000000-0000-4000-8000-000000000000'], 1, /no team with id/],
+      [['key', 'revoke', 'abc'], 2, /key id must be a UUID/],
+      [['team', 'create', '   '], 2, /team name must be/],
+      [['key', 'create', '--name', 'x'], 2, /required option '--team/],
+      [['key', 'list', '--team', '00000000-0000-4000-8000-000000000000', '--frob'], 2, /unknown option '--frob'/],
+      [['frobnicate'], 2, /unknown command/],
+      [[], 2, /Usage: plover/],
     ];
-    for (const [args, message] of cases) {
-      const r = await plover(t.database.url, args);
-      assert.notEqual(r.code, 0, `${args.join(' ')} exits non-zero`);
-      assert.match(r.stderr, message, `${args.join(' ')}: ${r.stderr}`);
+    const runs = await Promise.all(cases.map(([args]) => plover(t.database.url, args)));
+    for (const [i, [args, code, message]] of cases.entries()) {
+      assert.equal(runs[i].code, code, `${args.join(' ')}: ${runs[i].stderr}`);
+      assert.match(runs[i].stderr, message, `${args.join(' ')}: ${runs[i].stderr}`);
     }
+  });
+
+  test('--version prints the package version and exits 0; --help exits 0', async () => {
+    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', '..', 'package.json'), 'utf8'));
+    const v = await plover(t.database.url, ['--version']);
+    assert.equal(v.code, 0, v.stderr);
+    assert.equal(v.stdout.trim(), pkg.version);
+    const h = await plover(t.database.url, ['key', 'list', '--help']);
+    assert.equal(h.code, 0);
+    assert.match(h.stdout, /--json/);
+  });
+
+  test('every command that prints a result takes --json', async () => {
+    // dev-smtp is a server and export writes CSV: their output is the data itself.
+    const own = new Set(['dev-smtp', 'contacts export']);
+    const leaves = (c: Command, prefix: string): [string, Command][] =>
+      c.commands.length ? c.commands.flatMap((s) => leaves(s, `${prefix}${s.name()} `)) : [[prefix.trim(), c]];
+    const all = leaves(buildCli(), '').filter(([path]) => !own.has(path));
+    assert.ok(all.length >= 9, all.map(([p]) => p).join(', '));
+    for (const [path, cmd] of all) assert.ok(cmd.options.some((o) => o.long === '--json'), `${path} has --json`);
   });
 
   test('a bad configuration is reported naming the variable', async () => {
     const r = await new Promise<Run>((resolve) => {
       execFile(process.execPath, [CLI, 'migrate'], { env: { ...process.env, DATABASE_URL: 'mysql://nope' } }, (err, stdout, stderr) =>
-        resolve({ code: err ? 1 : 0, stdout, stderr }),
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
       );
     });
-    assert.equal(r.code, 1);
+    assert.equal(r.code, 2, 'a configuration error is a usage error, as for the server');
     assert.match(r.stderr, /DATABASE_URL/);
   });
 });
