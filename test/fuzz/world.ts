@@ -3,9 +3,13 @@
 // made through the API (plus the rows no API makes: a sent message for the
 // tracking links). Also the map from path parameters to the resource they
 // name, which the isolation matrix uses to fail loudly on an unknown route.
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import { createApiKey } from '../../src/teams/queries.ts';
 import { createUser } from '../../src/dashboard/users.ts';
 import { PASSWORD, Session } from '../dashboard/session.ts';
@@ -13,7 +17,7 @@ import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 import { startSmtpSink, type SmtpSink } from '../mail/smtp-sink.ts';
 import { insertSend, testLinks } from '../tracking/fixtures.ts';
 
-export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send';
+export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import';
 export type Ids = Record<IdKind, string[]>;
 /** `key` makes every request (ids.apiKey[0]); ids.apiKey[1] is a spare key, there to be revoked. `session` is a signed-in dashboard user. */
 export type Team = { teamId: string; key: string; ids: Ids; emails: string[]; session: Session };
@@ -32,7 +36,7 @@ export function idKindOf(path: string, param: string): IdKind {
   if (param === 'id') {
     const prefixes: [string, IdKind][] = api
       ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event']]
-      : [['/templates/', 'template'], ['/emails/', 'send'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
+      : [['/templates/', 'template'], ['/emails/', 'send'], ['/contacts/import/', 'import'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
     for (const [prefix, kind] of prefixes) if (rest.startsWith(`${prefix}{id}`)) return kind;
   }
   throw new Error(`no id source for path parameter {${param}} of ${path}: add it to idKindOf in test/fuzz/world.ts`);
@@ -70,7 +74,7 @@ async function startReceiver(): Promise<Server> {
 
 async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['db'] }, tag: string, receiverUrl: string, smtp: SmtpSink): Promise<Team> {
   const { teamId, key, keyId } = await makeTeam(world.db, `Fuzz team ${tag}`);
-  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [] };
+  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [] };
   // The key in use first; the spare last, where destructive routes (revoke) take their id.
   ids.apiKey.push(keyId, (await createApiKey(world.db, teamId, 'spare key')).info.id);
   const emails = [1, 2, 3].map((i) => `${tag}${i}@example.com`);
@@ -110,6 +114,13 @@ async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['
   ids.send.push(send.id);
   const contacts = await world.db.selectFrom('contacts').select('id').where('team_id', '=', teamId).orderBy('email').execute();
   ids.contact.push(...contacts.map((c) => c.id));
+  // A finished dashboard CSV import with a rejects file (the upload itself is gone, as after a real import).
+  const importPath = join(mkdtempSync(join(tmpdir(), 'plover-fuzz-import-')), 'upload.csv');
+  writeFileSync(`${importPath}.rejects.csv`, 'line,reason,email\n3,must be an e-mail address,nope\n');
+  const imported = await sql<{ id: string }>`
+    INSERT INTO contact_imports (team_id, status, file_name, file_path, bytes, rows_estimate, rows_done, created, rejected, finished_at)
+    VALUES (${teamId}, 'done', 'fuzz.csv', ${importPath}, 42, 2, 2, 1, 1, now()) RETURNING id`.execute(world.db);
+  ids.import.push(imported.rows[0]!.id);
   const user = `${tag}-user@example.com`;
   await createUser(world.db, teamId, user, PASSWORD);
   const session = new Session(app);
