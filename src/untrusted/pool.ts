@@ -40,12 +40,14 @@ export type UntrustedPoolOptions = {
 /**
  * Each thread's old-generation heap. Measured one task at a time in a thread:
  * the worst legal template (1 MiB of `{{ x }}`, 150,000 tags, checked at create
- * with its alt_content derived and parsed) fails at 192 MiB and passes at 256;
- * a 10 MiB bulk body, a render at the 8 MiB HTML cap and a 1 MiB template of
- * ordinary markup all pass at 48. So 256 stays; what bounds the pool's share
- * of RSS is that one team holds at most one thread (perTeamThreads).
+ * with its alt_content derived) fails at 96 MiB and passes at 128 since its
+ * derived alt_content is parsed after the content's tree is dropped (before,
+ * with both trees alive, it needed over 192); a 10 MiB bulk body, a render at
+ * the 8 MiB HTML cap and a 1 MiB template of ordinary markup pass at 48.
+ * 160 MiB keeps a margin over the worst; what one team can hold is one thread
+ * (perTeamThreads).
  */
-export const DEFAULT_POOL_HEAP_MIB = 256;
+export const DEFAULT_POOL_HEAP_MIB = 160;
 
 export type UntrustedWorkReason = 'timeout' | 'memory' | 'overloaded' | 'crashed';
 

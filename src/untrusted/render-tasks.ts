@@ -255,11 +255,6 @@ export function checkTemplate(input: CheckTemplateInput): CheckTemplateResult {
     const text = input.fields[field];
     if (text !== undefined) parseTimed(field, text);
   }
-  let altContent = input.fields.alt_content;
-  if (input.deriveAlt && altContent === undefined && parsed.content) {
-    altContent = htmlToText(input.fields.content!);
-    parseTimed('alt_content', altContent, 'derived from content: ');
-  }
   if (details.length > 0) return { details };
 
   // A derived alt_content holds the Liquid of content, already tried there: the trial derives text instead of rendering it twice.
@@ -274,5 +269,18 @@ export function checkTemplate(input: CheckTemplateInput): CheckTemplateResult {
     limits: input.limits,
   }, parsed);
   if (!trial.ok && trial.limit) return { details: [{ field: trial.field, message: trial.message }] };
+
+  // The derived alt_content is parsed (syntax, parse time) only after the trial,
+  // once the content's parse tree can be collected: 1 MiB of dense tags makes a
+  // tree of about 100 MiB, and holding both trees at once needed over 192 MiB
+  // of a pool thread's heap.
+  let altContent = input.fields.alt_content;
+  if (input.deriveAlt && altContent === undefined && input.fields.content !== undefined) {
+    for (const field of Object.keys(parsed) as TemplateField[]) delete parsed[field];
+    altContent = htmlToText(input.fields.content);
+    parseTimed('alt_content', altContent, 'derived from content: ');
+    delete parsed.alt_content;
+    if (details.length > 0) return { details };
+  }
   return { details, altContent };
 }
