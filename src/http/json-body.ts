@@ -13,6 +13,14 @@ export { MAX_JSON_DEPTH } from './json-check.ts';
 
 export type JsonBodyOptions = { maxValues: number; poolThresholdBytes: number };
 
+/**
+ * Wall-clock backstop of one parse in the pool. Parsing is linear and bounded
+ * by the body limits (a 10 MiB body takes well under a second of CPU), so this
+ * only has to outlast a busy machine: the pool's threads run at a lower
+ * priority, and at load 15 on two cores a 1 MiB body took over the former 2 s.
+ */
+const JSON_PARSE_BUDGET_MS = 10_000;
+
 /** Counts parses by where they ran; tests read it to prove a body was never parsed. */
 export const jsonParseCount = { inline: 0, pool: 0 };
 
@@ -26,7 +34,7 @@ export async function parseJsonRequestBody(text: string, opts: JsonBodyOptions, 
   } else {
     jsonParseCount.pool++;
     try {
-      parsed = await untrustedPool().run<ParsedJson>('parseJson', { text, limits }, undefined, team);
+      parsed = await untrustedPool().run<ParsedJson>('parseJson', { text, limits }, JSON_PARSE_BUDGET_MS, team);
     } catch (err) {
       if (!(err instanceof UntrustedWorkError)) throw err;
       if (err.reason === 'overloaded' || err.reason === 'crashed') {
