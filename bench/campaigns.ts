@@ -33,7 +33,7 @@ import { startWorker, type WorkerHandle } from '../src/background.ts';
 import { loadConfig } from '../src/config.ts';
 import { createDb, createPool } from '../src/db/pool.ts';
 import { parseAllowList } from '../src/lib/net-guard.ts';
-import { ingestEvent } from '../src/events/ingest.ts';
+import { ingestEvent } from '../src/ingest/ingest.ts';
 import { renderMessage, type RenderedMessage } from '../src/mail/message.ts';
 import { closeTransports } from '../src/mail/send.ts';
 import { transportOptions } from '../src/mail/transport.ts';

@@ -20,7 +20,7 @@ import { fork } from 'node:child_process';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createUser } from '../src/dashboard/users.ts';
-import { TrackingLinks } from '../src/mail/tracking-links.ts';
+import { TrackingLinks } from '../src/lib/tracking-links.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import type { AttackData, AttackStats } from './lib/attack.ts';
 import { LatencyHistogram } from './lib/histogram.ts';

@@ -5,7 +5,7 @@
 // opens/clicks, events, webhook deliveries and stored hit rows against the raw
 // number of hits. A replay of one link must count once an hour and stay cheap.
 import { sql } from 'kysely';
-import { TrackingLinks } from '../src/mail/tracking-links.ts';
+import { TrackingLinks } from '../src/lib/tracking-links.ts';
 import { createTeam } from '../src/teams/queries.ts';
 import { assertClean, measure } from './lib/load.ts';
 import { fmt, table } from './lib/report.ts';

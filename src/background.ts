@@ -10,6 +10,7 @@ import type pg from 'pg';
 import pino from 'pino';
 import { buildTaskList, type TaskDeps } from './tasks.ts';
 import { BACKLOG_CRON } from './webhooks/backlog.ts';
+import { closeTransports } from './mail/send.ts';
 import { RETENTION_CRON } from './ops/retention.ts';
 import { AUTO_DISABLE_CRON } from './webhooks/auto-disable.ts';
 import { WebhookDispatcher } from './webhooks/dispatcher.ts';
@@ -124,6 +125,9 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
       clearInterval(heartbeat);
       // A runner that stopped on its own (database outage) rejects stop().
       await Promise.all([runner.stop().catch(() => {}), dispatcher.stop()]);
+      // After the runner: no send is in flight any more, so the pooled SMTP
+      // connections can say QUIT instead of being cut when the process exits.
+      closeTransports();
       await sql`DELETE FROM worker_processes WHERE id = ${processId}`.execute(deps.db).catch(() => {});
     },
   };

@@ -6,7 +6,8 @@ import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError, loadConfig } from './config.ts';
-import { AppError } from './http/errors.ts';
+import { AppError } from './lib/errors.ts';
+import { statusOf } from './http/errors.ts';
 import { parseAllowList } from './lib/net-guard.ts';
 import { createMailAccount } from './mail/accounts.ts';
 import type { MailSecurity } from './mail/transport.ts';
@@ -234,7 +235,7 @@ export function buildCli(): Command {
             if (!(err instanceof AppError)) throw err;
             const message = `${err.message}: ${(err.details ?? []).map((d) => `${cliField(d.field)} ${d.message}`).join('; ')}`;
             // A refused login is the operation failing; any other detail is an option the operator got wrong.
-            const usage = err.statusCode === 422 && !(err.details ?? []).some((d) => d.field === 'verify');
+            const usage = statusOf(err.code) === 422 && !(err.details ?? []).some((d) => d.field === 'verify');
             throw usage ? new UsageError(message) : new CliError(message);
           }
         });

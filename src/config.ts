@@ -2,8 +2,8 @@
 // the start with a message naming the variable.
 import { isAbsolute, resolve } from 'node:path';
 import { LOOPBACK_TARGETS, parseAddress, parseAllowList } from './lib/net-guard.ts';
-import { loadIntakeConfig, type IntakeConfig } from './http/intake-config.ts';
-import { renderLimitsFromEnv, type RenderLimits } from './templates/limits.ts';
+import { loadIntakeConfig, type IntakeConfig } from './config-intake.ts';
+import { renderLimitsFromEnv, type RenderLimits } from './lib/render-limits.ts';
 
 export type Config = {
   port: number;
@@ -18,7 +18,7 @@ export type Config = {
   logLevel: string;
   /** Body limit of the bulk routes (bulk upsert, bulk unsubscribe, batch send). */
   bodyLimitBytes: number;
-  /** Per-route body limits, JSON limits, server timeouts, /metrics token (http/intake-config.ts). */
+  /** Per-route body limits, JSON limits, server timeouts, /metrics token (config-intake.ts). */
   intake: IntakeConfig;
   workerConcurrency: number;
   runWorker: boolean;
@@ -46,7 +46,7 @@ export type Config = {
   retryJitter: number;
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
   sendLeaseSeconds: number;
-  /** Caps on parsing and rendering templates (RENDER_* variables; templates/limits.ts). */
+  /** Caps on parsing and rendering templates (RENDER_* variables; lib/render-limits.ts). */
   render: RenderLimits;
 
   /** Tags one contact may hold in total (an upsert that would pass it is refused). */

@@ -1,10 +1,14 @@
-// Every background task, by graphile-worker task name. Features add theirs here.
-import type { TaskList } from 'graphile-worker';
-import { sql } from 'kysely';
+// The one registry of background tasks: graphile-worker runs this list, and
+// the campaign engine's processTaken runs the same event handlers. Job names
+// and payload types are declared in lib/jobs.ts; cron schedules in background.ts.
+import type { Task } from 'graphile-worker';
+import { sql, type Transaction } from 'kysely';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
+import type { Database } from './db/schema.ts';
 import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
-import { processEventsTask, type EventHandler } from './events/process.ts';
+import { processEventsTask } from './events/process.ts';
+import type { JobName } from './lib/jobs.ts';
 import { pausedBacklogTask } from './webhooks/backlog.ts';
 import { retentionTask } from './ops/retention.ts';
 import { autoDisableTask } from './webhooks/auto-disable.ts';
@@ -15,19 +19,27 @@ import { contactImportTask } from './contacts/imports.ts';
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
 export type TaskDeps = { db: Db; config: Config; now?: Clock };
 
-export function buildTaskList(deps: TaskDeps): TaskList {
-  // Handlers of emitted events, in order. Webhook fan-out and campaign triggers go here.
-  const eventHandlers: EventHandler[] = [
-    campaignTriggerHandler(deps.db, deps.now, {
-      // Events decided with another job's batch get every other handler below
-      // in that transaction, and are marked processed: keep this in step with the list.
-      processTaken: async (trx, ids) => {
-        await enqueueDeliveries(trx, ids.map((id) => ({ id })));
-        await sql`UPDATE events SET processed_at = now() WHERE id = ANY (${ids}::uuid[]) AND processed_at IS NULL`.execute(trx);
-      },
-    }),
-    async (events) => void (await enqueueDeliveries(deps.db, events)),
-  ];
+/**
+ * What every event goes through besides the campaign decision, in order; given
+ * the executor so the same list runs on the pool (process_events) or inside the
+ * engine's deciding transaction (events of other jobs it took into its batch).
+ */
+const afterDecision: ((db: Db | Transaction<Database>, events: { id: string }[]) => Promise<unknown>)[] = [
+  (db, events) => enqueueDeliveries(db, events),
+];
+
+/** Every job of lib/jobs.ts has its handler here, typed by its payload (a missing one fails to compile). */
+export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
+  const campaignTriggers = campaignTriggerHandler(deps.db, deps.now, {
+    // Events decided with another job's batch get every other handler in that
+    // transaction and are marked processed, as process_events would have.
+    processTaken: async (trx, ids) => {
+      const events = ids.map((id) => ({ id }));
+      for (const handle of afterDecision) await handle(trx, events);
+      await sql`UPDATE events SET processed_at = now() WHERE id = ANY (${ids}::uuid[]) AND processed_at IS NULL`.execute(trx);
+    },
+  });
+  const eventHandlers = [campaignTriggers, ...afterDecision.map((handle) => async (events: { id: string }[]) => void (await handle(deps.db, events)))];
   return {
     process_events: processEventsTask(deps.db, eventHandlers),
     send_email: sendEmailTask(deps),

@@ -6,7 +6,7 @@
 // (Date.now()) its transaction committed.
 import Fastify from 'fastify';
 import { createDb, createPool } from '../../src/db/pool.ts';
-import { ingestEvent } from '../../src/events/ingest.ts';
+import { ingestEvent } from '../../src/ingest/ingest.ts';
 import { serve } from '../lib/serve.ts';
 
 export type IngestServerParams = { databaseUrl: string; teamId: string; poolSize: number };

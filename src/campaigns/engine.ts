@@ -16,6 +16,7 @@ import type { Database } from '../db/schema.ts';
 import type { SkipReason } from '../db/schema-engine.ts';
 import type { EventRow } from '../events/process.ts';
 import { dailyCap, SEND_BATCH, SEND_PRIORITY } from '../mail/send.ts';
+import { addJobs } from '../lib/jobs.ts';
 import type { SendDataValue } from './schemas.ts';
 import { matchesSegment } from './segment.ts';
 
@@ -228,13 +229,11 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
       RETURNING id, event_id, campaign_id`.execute(trx);
     for (const r of rows) logIds.set(`${r.event_id}:${r.campaign_id}`, r.id);
     // One send_email job per SEND_BATCH sends: a batch is claimed, sent and recorded together (mail/send.ts).
-    const specs = [];
+    const jobs = [];
     for (let i = 0; i < rows.length; i += SEND_BATCH) {
-      const ids = rows.slice(i, i + SEND_BATCH).map((r) => r.id);
-      specs.push({ identifier: 'send_email', payload: { email_send_log_ids: ids }, max_attempts: 10, priority: SEND_PRIORITY });
+      jobs.push({ payload: { email_send_log_ids: rows.slice(i, i + SEND_BATCH).map((r) => r.id) }, priority: SEND_PRIORITY });
     }
-    await sql`SELECT graphile_worker.add_jobs(
-        ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${JSON.stringify(specs)}::json)))`.execute(trx);
+    await addJobs(trx, 'send_email', jobs);
   }
   const decisionRows = pending.map((p) => ({ ...p, email_send_log_id: logIds.get(`${p.event_id}:${p.campaign_id}`) ?? null }));
   const { rows: ids } = await sql<{ id: string; event_id: string; campaign_id: string }>`

@@ -2,11 +2,12 @@
 // Campaigns are always read through one projection (campaignRows) that formats
 // timestamps in SQL, so a campaign renders identically from create, get, list,
 // start and stop.
-import { escapeLike } from '../http/schemas.ts';
+import { escapeLike } from '../lib/text.ts';
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { CampaignValue, SendDataValue, TriggerEvent } from './schemas.ts';
+import { paginate } from '../lib/paginate.ts';
 
 type Executor = Db | Transaction<Database>;
 
@@ -54,12 +55,12 @@ export async function listCampaigns(
   const where = opts.search
     ? sql`c.team_id = ${teamId} AND c.name ILIKE ${`%${escapeLike(opts.search)}%`} ESCAPE '\\'`
     : sql`c.team_id = ${teamId}`;
-  const offset = (opts.page - 1) * opts.perPage;
-  const [count, page] = await Promise.all([
-    sql<{ n: number }>`SELECT count(*) AS n FROM campaigns c WHERE ${where}`.execute(db),
-    campaignRows(where, sql`ORDER BY c.created_at DESC, c.id DESC LIMIT ${opts.perPage} OFFSET ${offset}`).execute(db),
-  ]);
-  return { campaigns: page.rows, total: Number(count.rows[0].n) };
+  const { rows, total } = await paginate(
+    opts,
+    async () => (await sql<{ n: number }>`SELECT count(*) AS n FROM campaigns c WHERE ${where}`.execute(db)).rows[0]!.n,
+    async (limit, offset) => (await campaignRows(where, sql`ORDER BY c.created_at DESC, c.id DESC LIMIT ${limit} OFFSET ${offset}`).execute(db)).rows,
+  );
+  return { campaigns: rows, total };
 }
 
 /**
@@ -68,21 +69,17 @@ export async function listCampaigns(
  * the campaign that uses it.
  */
 export async function lockActiveTemplateIds(trx: Transaction<Database>, teamId: string, ids: string[]): Promise<Set<string>> {
-  const rows = await trx
-    .selectFrom('templates')
-    .select('id')
-    .where('team_id', '=', teamId)
-    .where('status', '=', 'active')
-    .where('id', 'in', ids)
-    .forShare()
-    .execute();
-  return new Set(rows.map((r) => r.id));
+  return lockActiveIds(trx, 'templates', teamId, ids);
 }
 
 /** As lockActiveTemplateIds, for mail accounts. */
 export async function lockActiveMailAccountIds(trx: Transaction<Database>, teamId: string, ids: string[]): Promise<Set<string>> {
+  return lockActiveIds(trx, 'mail_accounts', teamId, ids);
+}
+
+async function lockActiveIds(trx: Transaction<Database>, table: 'templates' | 'mail_accounts', teamId: string, ids: string[]): Promise<Set<string>> {
   const rows = await trx
-    .selectFrom('mail_accounts')
+    .selectFrom(table)
     .select('id')
     .where('team_id', '=', teamId)
     .where('status', '=', 'active')

@@ -2,7 +2,7 @@
 // list, get, and start/stop of the latest send. Registered at
 // /public/v1/email/campaigns.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { pageMeta, withErrors } from '../http/schemas.ts';
 import {
   getCampaign,
@@ -24,8 +24,8 @@ import {
 } from './schemas.ts';
 import { buildSendData, canonicalUuid, normalizeEvent, normalizeEvents } from './send-data.ts';
 import { checkSegmentRules } from './segment.ts';
-import { submitToCampaign } from '../events/ingest.ts';
-import { DecisionObject } from '../events/ingest-routes.ts';
+import { submitToCampaign } from './submit.ts';
+import { DecisionObject } from './schemas.ts';
 import { Type } from 'typebox';
 import { UUID_RE } from '../http/schemas.ts';
 

@@ -2,7 +2,7 @@
 // 4.3; decisions.md §6). Response schemas declare every field: the serializer
 // drops what a schema does not name.
 import { Type, type Static } from 'typebox';
-import { DateTime, PageMeta, pageQuery } from '../http/schemas.ts';
+import { DateTime, PageMeta, pageQuery, StringOrNull } from '../http/schemas.ts';
 
 /** Both spellings are accepted (decisions.md §6); the dotted one is stored and returned. */
 export const TRIGGER_EVENT_INPUTS = ['contact.saved', 'lead.created', 'sale.created', 'contact_saved', 'lead_created', 'sale_created'] as const;
@@ -176,4 +176,23 @@ export const CampaignListResponse = Type.Object({
   ok: Type.Literal(true),
   campaigns: Type.Array(Campaign),
   meta: PageMeta,
+});
+
+export const DecisionObject = Type.Object({
+  id: Type.String(),
+  campaign_id: Type.String(),
+  campaign_name: StringOrNull,
+  campaign_send_id: StringOrNull,
+  contact_id: StringOrNull,
+  decision: Type.Enum(['send', 'skip']),
+  reason: Type.Union([Type.String(), Type.Null()], {
+    description:
+      'Why nothing was sent: paused, unsubscribed, bounced, complained, segment_mismatch, cooldown, daily_cap, ' +
+      'no_mail_account, account_daily_limit, no_template; null for a send',
+  }),
+  email_send_log_id: StringOrNull,
+  send_status: Type.Union([Type.String(), Type.Null()], { description: 'Status of the e-mail of a send decision (queued, sending, sent, …)' }),
+  template_id: StringOrNull,
+  mail_account_id: StringOrNull,
+  decided_at: DateTime,
 });

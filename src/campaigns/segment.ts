@@ -2,7 +2,7 @@
 // must hold (AND); `{any: [...]}` and `{all: [...]}` groups nest OR and AND. Rules are checked when the campaign is created (422 naming the bad
 // rule) and evaluated by the engine on the contact row it has already loaded,
 // so a segment costs no extra query per decision.
-import type { ErrorDetail } from '../http/errors.ts';
+import type { ErrorDetail } from '../lib/errors.ts';
 import { CONTACT_FIELDS } from '../contacts/fields.ts';
 
 export const SEGMENT_OPERATORS = [

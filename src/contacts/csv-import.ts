@@ -9,12 +9,13 @@ import { once } from 'node:events';
 import type { Readable } from 'node:stream';
 import { stringify, type Stringifier } from 'csv-stringify';
 import type { Db } from '../db/pool.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../lib/errors.ts';
 import { compileBodyValidator } from '../http/schemas.ts';
 import { CONTACT_FIELDS, type FieldKind } from './fields.ts';
 import { normaliseContacts, upsertContacts } from './queries.ts';
 import { csvRecords } from './csv-records.ts';
 import { ContactInput, type ContactInputT } from './schemas.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 export const IMPORT_BATCH = 1000;
 /** Batches written at once; the caller's pool should have a connection for each. */
@@ -223,7 +224,7 @@ export async function importContacts(o: ImportOptions): Promise<ImportSummary> {
   // still wins over an earlier one, as in one API call.
   let inflight: { emails: Set<string>; done: Promise<void> }[] = [];
   const start = async (rows: Row[]) => {
-    const emails = new Set(rows.map((r) => r.contact.email.trim().toLowerCase()));
+    const emails = new Set(rows.map((r) => normalizeEmail(r.contact.email)));
     const clash = inflight.some((f) => [...emails].some((e) => f.emails.has(e)));
     const wait = clash ? inflight : inflight.length >= IMPORT_IN_FLIGHT ? inflight.slice(0, inflight.length - IMPORT_IN_FLIGHT + 1) : [];
     for (const f of wait) await f.done;

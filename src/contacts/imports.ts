@@ -5,9 +5,10 @@ import type { Task } from 'graphile-worker';
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import { ImportSetupError, importContacts, RejectsSink } from './csv-import.ts';
+import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
 
 /** Import and retention work waits behind everything live (graphile-worker runs lower numbers first). */
-export const IMPORT_JOB_PRIORITY = 2;
+export const IMPORT_JOB_PRIORITY = JOB_PRIORITY.background;
 const PROGRESS_EVERY_MS = 1000;
 
 export const rejectsPathOf = (filePath: string) => `${filePath}.rejects.csv`;
@@ -26,10 +27,8 @@ export async function createImport(
       })
       .returning('id')
       .executeTakeFirstOrThrow();
-    // One attempt: a re-run would redo committed batches (harmless, upserts are
-    // idempotent) but the page would count them twice; a failure is shown instead.
-    await sql`SELECT graphile_worker.add_job('contact_import', json_build_object('import_id', ${id}::text),
-      priority => ${IMPORT_JOB_PRIORITY}::int, max_attempts => 1)`.execute(tx);
+    // One attempt, import priority: the job's defaults (lib/jobs.ts).
+    await addJobs(tx, 'contact_import', [{ payload: { import_id: id } }]);
     return id;
   });
 }
@@ -42,9 +41,9 @@ export function recentImports(db: Db, teamId: string, limit = 20) {
   return db.selectFrom('contact_imports').selectAll().where('team_id', '=', teamId).orderBy('created_at', 'desc').limit(limit).execute();
 }
 
-export function contactImportTask(deps: { db: Db; maxTags: number }): Task {
+export function contactImportTask(deps: { db: Db; maxTags: number }): Task<'contact_import'> {
   return async (payload) => {
-    const importId = (payload as { import_id?: unknown }).import_id;
+    const importId: unknown = payload.import_id;
     if (typeof importId !== 'string') throw new Error('contact_import: payload without import_id');
     const row = await deps.db
       .updateTable('contact_imports')

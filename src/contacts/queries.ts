@@ -1,13 +1,15 @@
 // Contact writes. Every batch path is one set-based statement over a JSON array
 // (no per-row round trips); the single upsert is a batch of one.
-import { CompiledQuery, type Transaction } from 'kysely';
+import { CompiledQuery, sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type NewEvent } from '../events/emit.ts';
-import { suppress } from '../mail/suppressions.ts';
+import { suppress } from './suppressions.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
-import { validationFailed } from '../http/errors.ts';
+import { validationFailed } from '../lib/errors.ts';
 import type { ContactInputT } from './schemas.ts';
+import { escapeLike, normalizeEmail } from '../lib/text.ts';
+import { paginate, type PageRequest } from '../lib/paginate.ts';
 
 /** A validated, normalised contact: only the keys the client sent (absent keeps, null clears). */
 export type ContactPatch = { email: string; tags: string[] } & Record<string, unknown>;
@@ -52,7 +54,7 @@ export function normaliseContacts(
       patch[k] = v; // top level wins over nested
     }
     if (typeof patch.country_code === 'string') patch.country_code = patch.country_code.toUpperCase();
-    const email = c.email.trim().toLowerCase();
+    const email = normalizeEmail(c.email);
     let entry = byEmail.get(email);
     if (entry) Object.assign(entry.patch, patch);
     else {
@@ -262,6 +264,17 @@ export function savedPayload(
   };
 }
 
+/** The team's unsubscribed contacts, newest first; `search` matches part of the (normalised) address. */
+export async function listUnsubscribed(db: Db, teamId: string, opts: PageRequest & { search?: string }) {
+  let q = db.selectFrom('contacts').where('team_id', '=', teamId).where('status', '=', 'unsubscribed');
+  if (opts.search) q = q.where(sql<boolean>`email LIKE ${'%' + escapeLike(opts.search) + '%'}`);
+  return paginate(
+    opts,
+    async () => (await q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,
+    (limit, offset) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
+  );
+}
+
 export async function findContactByEmail(db: Db | Transaction<Database>, teamId: string, email: string) {
   return db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).where('email', '=', email).executeTakeFirst();
 }
@@ -297,21 +310,7 @@ export async function unsubscribeContacts(
   reason: string | null,
   method: 'api' | 'link' | 'one_click',
 ): Promise<{ unsubscribed: number; unchanged: number }> {
-  type Row = { outcome: 'changed' | 'pre'; id: string; email: string; unsubscribed_at: Date };
-  const changed: Row[] = [];
-  // In address order, like upsertContacts: concurrent writers lock in one order.
-  let todo = [...new Set(emails)].sort();
-  const total = todo.length;
-  for (let attempt = 1; todo.length > 0; attempt++) {
-    const { rows } = await tx.executeQuery<Row>(CompiledQuery.raw(UNSUBSCRIBE_SQL, [teamId, todo, reason]));
-    const seen = new Set<string>();
-    for (const r of rows) {
-      seen.add(r.email);
-      if (r.outcome === 'changed') changed.push(r);
-    }
-    todo = todo.filter((e) => !seen.has(e));
-    if (todo.length > 0 && attempt >= 3) throw new Error('unsubscribe kept racing with concurrent writers');
-  }
+  const { changed, total } = await markUnsubscribed(tx, teamId, emails, reason);
   // The suppression list every send path reads (marketing only for this reason).
   await suppress(tx, changed.map((r) => ({ team_id: teamId, email: r.email, reason: 'unsubscribed' as const })));
   await emit(
@@ -330,4 +329,33 @@ export async function unsubscribeContacts(
     })),
   );
   return { unsubscribed: changed.length, unchanged: total - changed.length };
+}
+
+/**
+ * The one unsubscribe statement, without the event: for a caller that records
+ * the contact.unsubscribed event itself (an ingested event is that event).
+ * `changed` holds the contacts whose status changed (or were created suppressed).
+ */
+export async function markUnsubscribed(
+  tx: Transaction<Database>,
+  teamId: string,
+  emails: string[],
+  reason: string | null,
+): Promise<{ changed: { id: string; email: string; unsubscribed_at: Date }[]; total: number }> {
+  type Row = { outcome: 'changed' | 'pre'; id: string; email: string; unsubscribed_at: Date };
+  const changed: Row[] = [];
+  // In address order, like upsertContacts: concurrent writers lock in one order.
+  let todo = [...new Set(emails)].sort();
+  const total = todo.length;
+  for (let attempt = 1; todo.length > 0; attempt++) {
+    const { rows } = await tx.executeQuery<Row>(CompiledQuery.raw(UNSUBSCRIBE_SQL, [teamId, todo, reason]));
+    const seen = new Set<string>();
+    for (const r of rows) {
+      seen.add(r.email);
+      if (r.outcome === 'changed') changed.push(r);
+    }
+    todo = todo.filter((e) => !seen.has(e));
+    if (todo.length > 0 && attempt >= 3) throw new Error('unsubscribe kept racing with concurrent writers');
+  }
+  return { changed, total };
 }

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { sql } from 'kysely';
-import { escapeLike, pageMeta, withErrors } from '../http/schemas.ts';
-import { findContactByEmail, normaliseContacts, unsubscribeContacts, upsertContacts } from './queries.ts';
+import { pageMeta, withErrors } from '../http/schemas.ts';
+import { findContactByEmail, listUnsubscribed, normaliseContacts, unsubscribeContacts, upsertContacts } from './queries.ts';
 import {
   BulkUnsubscribeBody,
   BulkUnsubscribeResponse,
@@ -16,6 +15,7 @@ import {
   type ContactInputT,
 } from './schemas.ts';
 import { contactView } from './view.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 const tags = ['contacts'];
 
@@ -91,7 +91,7 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const teamId = request.auth!.teamId;
-      const email = request.body.email.trim().toLowerCase();
+      const email = normalizeEmail(request.body.email);
       return db.transaction().execute(async (tx) => {
         await unsubscribeContacts(tx, teamId, [email], request.body.reason ?? null, 'api');
         const contact = await findContactByEmail(tx, teamId, email);
@@ -112,7 +112,7 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const teamId = request.auth!.teamId;
-      const emails = request.body.emails.map((e) => e.trim().toLowerCase());
+      const emails = request.body.emails.map(normalizeEmail);
       const r = await db.transaction().execute((tx) => unsubscribeContacts(tx, teamId, emails, request.body.reason ?? null, 'api'));
       return { ok: true as const, summary: { received: request.body.emails.length, unsubscribed: r.unsubscribed, unchanged: r.unchanged } };
     },
@@ -133,13 +133,8 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const page = request.query.page ?? 1;
       const perPage = request.query.per_page ?? 50;
       const search = request.query.search?.trim().toLowerCase();
-      let q = db.selectFrom('contacts').where('team_id', '=', teamId).where('status', '=', 'unsubscribed');
-      if (search) q = q.where(sql<boolean>`email LIKE ${'%' + escapeLike(search) + '%'}`);
-      const [{ n }, rows] = await Promise.all([
-        q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-        q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(perPage).offset((page - 1) * perPage).execute(),
-      ]);
-      return { ok: true as const, contacts: rows.map(contactView) as never[], meta: pageMeta(page, perPage, Number(n)) };
+      const { rows, total } = await listUnsubscribed(db, teamId, { page, perPage, search });
+      return { ok: true as const, contacts: rows.map(contactView) as never[], meta: pageMeta(page, perPage, total) };
     },
   );
 };

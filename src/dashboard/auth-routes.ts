@@ -11,10 +11,10 @@ import {
   findPasswordToken,
   MAX_PASSWORD,
   MIN_PASSWORD,
-  normalizeEmail,
   usePasswordLink,
 } from './users.ts';
 import { render } from './views.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 export async function authRoutes(app: FastifyInstance): Promise<void> {
   const { db, config } = app.deps;

@@ -3,7 +3,7 @@
 // on a team with 100 contacts and one with 100,000 (see test/dashboard/perf.test.ts).
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
-import { escapeLike } from '../http/schemas.ts';
+import { escapeLike } from '../lib/text.ts';
 import { envelopeOf } from '../webhooks/deliveries.ts';
 
 export const CAMPAIGNS_PER_PAGE = 20;

@@ -5,13 +5,15 @@
 // contact would get, minus tracking (a preview must not mint tracking links).
 import type { FastifyInstance } from 'fastify';
 import { findContactByEmail } from '../contacts/queries.ts';
-import { renderMessage, RenderFailure } from '../mail/message.ts';
+import { renderMessage } from '../mail/message.ts';
+import { RenderFailure } from '../templates/pool-run.ts';
 import { UntrustedWorkError } from '../untrusted/pool.ts';
 import { findTemplate, listTemplates } from '../templates/queries.ts';
 import { queryField, signedIn, user, UUID_RE } from './forms.ts';
 import { pageNotFound } from './page-error.ts';
 import { firstContact } from './queries.ts';
 import { render } from './views.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 const PREVIEW_SEND_ID = '00000000-0000-0000-0000-000000000000';
 
@@ -28,7 +30,7 @@ export async function templatePages(app: FastifyInstance): Promise<void> {
     if (!UUID_RE.test(request.params.id)) throw pageNotFound();
     const template = await findTemplate(db, teamId, request.params.id);
     if (!template) throw pageNotFound();
-    const email = queryField(request.query, 'contact', 320).trim().toLowerCase();
+    const email = normalizeEmail(queryField(request.query, 'contact', 320));
     const contact = email ? await findContactByEmail(db, teamId, email) : await firstContact(db, teamId);
     if (!contact) return render(request, reply, 'template', { template, email, missing: !!email });
     try {

@@ -4,6 +4,7 @@
 import { createHash, randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 // N=2^15, r=8: 32 MiB and ~50-100 ms per hash on one core, the OWASP-recommended
 // floor for scrypt. Stored in the hash so the cost can be raised later.
@@ -43,7 +44,8 @@ let dummyHash: Promise<string> | undefined;
 export const newToken = () => randomBytes(32).toString('base64url');
 export const hashToken = (token: string) => createHash('sha256').update(token).digest();
 
-export const normalizeEmail = (email: string) => email.trim().toLowerCase();
+// Re-exported for the CLI's user commands, which take it from here.
+export { normalizeEmail };
 
 export type SessionUser = { sessionId: string; userId: string; teamId: string; email: string; teamName: string };
 

@@ -5,7 +5,7 @@
 // webhook (`source` set) belongs to an integration: the dashboard offers no edit
 // or delete for it and refuses forged ones (interface.md 2.8).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../lib/errors.ts';
 import { WEBHOOK_EVENTS } from '../webhooks/catalog.ts';
 import { resendDelivery } from '../webhooks/deliveries.ts';
 import { parseAllowList } from '../lib/net-guard.ts';

@@ -1,6 +1,6 @@
 // Row types of the campaign engine tables (0005_engine.sql), joined into Database in schema.ts.
 import type { Generated } from 'kysely';
-import type { Ts } from './schema.ts';
+import type { Ts } from './column-types.ts';
 
 export type SkipReason =
   | 'paused'

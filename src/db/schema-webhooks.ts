@@ -1,6 +1,6 @@
 // Row types of the webhook tables (migration 0003), joined into Database in schema.ts.
 import type { ColumnType, Generated } from 'kysely';
-import type { Json, NullableTs, Ts } from './schema.ts';
+import type { Json, NullableTs, Ts } from './column-types.ts';
 
 export interface WebhooksTable {
   id: Generated<string>;

@@ -31,9 +31,9 @@ export interface Database extends Tables, EmailSendLogTables, WebhookTables, Eng
   api_keys: ApiKeysTable;
 }
 
-export type Ts = ColumnType<Date, Date | string | undefined, Date | string>;
-export type NullableTs = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
-export type Json<T = unknown> = ColumnType<T, T | string | undefined, T | string>;
+// Column types shared by every table file; in their own file so the table files need not import this one back.
+export type { Json, NullableTs, Ts } from './column-types.ts';
+import type { Json, NullableTs, Ts } from './column-types.ts';
 
 export interface ContactsTable {
   id: Generated<string>;

@@ -1,9 +1,10 @@
-// emit(tx, events): records business events and enqueues their processing in
-// the caller's transaction, so a rolled-back change emits nothing and a
+// The events bus. emit(tx, events) records business events and enqueues their
+// processing in the caller's transaction, so a rolled-back change emits nothing and a
 // committed one is never lost (the job commits with it). Handlers (webhook
 // fan-out, campaign triggers) run in the `process_events` task.
 import { sql, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
+import { addJobs } from '../lib/jobs.ts';
 
 /** Business events (campaign-trigger names) and e-mail events (webhook names). */
 export type EventName =
@@ -31,11 +32,6 @@ export type NewEvent = {
   occurredAt?: Date | string;
 };
 
-/** The webhook catalog name (interface.md 6.1) of an event. */
-export function webhookEventName(name: string): string {
-  return name.startsWith('email.') ? name : `email.${name}`;
-}
-
 // One job per this many events: a 1,000-contact bulk upsert is 2 jobs, not 1,000.
 const EVENTS_PER_JOB = 500;
 
@@ -55,11 +51,29 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
       AS x(team_id uuid, name text, contact_id uuid, payload jsonb, occurred_at timestamptz)
     RETURNING id`.execute(tx);
   const ids = inserted.map((r) => r.id);
-  const specs = [];
-  for (let i = 0; i < ids.length; i += EVENTS_PER_JOB) {
-    specs.push({ identifier: 'process_events', payload: { event_ids: ids.slice(i, i + EVENTS_PER_JOB) }, max_attempts: 25 });
-  }
-  await sql`SELECT graphile_worker.add_jobs(
-      ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${JSON.stringify(specs)}::json)))`.execute(tx);
+  await enqueueEventProcessing(tx, ids);
   return ids;
+}
+
+/** The `process_events` jobs of committed-with-the-caller events, EVENTS_PER_JOB to a job. */
+export async function enqueueEventProcessing(tx: Transaction<Database>, ids: string[]): Promise<void> {
+  const jobs = [];
+  for (let i = 0; i < ids.length; i += EVENTS_PER_JOB) jobs.push({ payload: { event_ids: ids.slice(i, i + EVENTS_PER_JOB) } });
+  await addJobs(tx, 'process_events', jobs);
+}
+
+type EventInsert = { teamId: string; name: string; key?: string; occurredAt?: string; input: Record<string, unknown> | null };
+
+/** Inserts the event row, or returns the id of the event that already has this key. */
+export async function claimEvent(tx: Transaction<Database>, e: EventInsert): Promise<{ id: string; occurred_at: Date; duplicate: boolean }> {
+  const { rows } = await sql<{ id: string; occurred_at: Date }>`
+    INSERT INTO events (team_id, name, idempotency_key, occurred_at, input)
+    VALUES (${e.teamId}, ${e.name}, ${e.key ?? null}, coalesce(${e.occurredAt ?? null}::timestamptz, now()),
+            ${e.input === null ? null : JSON.stringify(e.input)}::jsonb)
+    ON CONFLICT (team_id, idempotency_key) DO NOTHING
+    RETURNING id, occurred_at`.execute(tx);
+  if (rows[0]) return { ...rows[0], duplicate: false };
+  const first = await sql<{ id: string; occurred_at: Date }>`
+    SELECT id, occurred_at FROM events WHERE team_id = ${e.teamId} AND idempotency_key = ${e.key!}`.execute(tx);
+  return { ...first.rows[0], duplicate: true };
 }

@@ -19,9 +19,9 @@ export type EventRow = {
 
 export type EventHandler = (events: EventRow[]) => Promise<void>;
 
-export function processEventsTask(db: Db, handlers: EventHandler[]): Task {
+export function processEventsTask(db: Db, handlers: EventHandler[]): Task<'process_events'> {
   return async (payload) => {
-    const ids = (payload as { event_ids?: string[] }).event_ids ?? [];
+    const ids = payload.event_ids ?? [];
     if (ids.length === 0) return;
     const events = await db
       .selectFrom('events')

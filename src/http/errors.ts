@@ -1,10 +1,12 @@
-// One error shape and one code-to-status map (decisions.md §1) for everything
-// the service answers. Handlers throw AppError; everything else is mapped here.
+// One error shape and one code-to-status map for everything the service
+// answers. Feature code throws the domain errors of lib/errors.ts; this edge
+// maps them, and everything else, to a status and the envelope.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { leaveBodyUnread } from './unread-body.ts';
+import { AppError, detailsFromAjv, fieldPath, notFound, validationFailed, type AjvIssue, type ErrorCode, type ErrorDetail } from '../lib/errors.ts';
 
-export const ERROR_STATUS = {
+export const ERROR_STATUS: Record<ErrorCode, number> = {
   UNAUTHORIZED: 401,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
@@ -17,28 +19,13 @@ export const ERROR_STATUS = {
   RATE_LIMITED: 429,
   INTERNAL_SERVER_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
-} as const;
+};
 
-export type ErrorCode = keyof typeof ERROR_STATUS;
-export type ErrorDetail = { field: string; message: string };
+/** The HTTP status of each domain error code (lib/errors.ts): the edge's one map. */
+export const statusOf = (code: ErrorCode): number => ERROR_STATUS[code];
 
-export class AppError extends Error {
-  readonly code: ErrorCode;
-  readonly statusCode: number;
-  readonly details: ErrorDetail[] | undefined;
-  readonly headers: Record<string, string> | undefined;
-  constructor(code: ErrorCode, message: string, details?: ErrorDetail[], headers?: Record<string, string>) {
-    super(message);
-    this.code = code;
-    this.statusCode = ERROR_STATUS[code];
-    this.details = details;
-    this.headers = headers;
-  }
-}
-
-export const notFound = (what = 'resource') => new AppError('NOT_FOUND', `${what} not found`);
-export const validationFailed = (details: ErrorDetail[], message = 'request validation failed') =>
-  new AppError('VALIDATION_FAILED', message, details);
+// The edge's routes may take the domain errors from here too; feature code takes them from lib.
+export { AppError, notFound, validationFailed, detailsFromAjv, fieldPath, type ErrorCode, type ErrorDetail };
 
 export const ErrorBody = Type.Object(
   {
@@ -56,57 +43,10 @@ export function errorBody(code: ErrorCode, message: string, details?: ErrorDetai
   return { ok: false as const, error: details ? { code, message, details } : { code, message } };
 }
 
-/** `/contacts/12/email` → `contacts[12].email` (the field notation of decisions.md §1). */
-export function fieldPath(instancePath: string, extra?: string): string {
-  const parts = instancePath.split('/').filter(Boolean).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
-  if (extra !== undefined) parts.push(extra);
-  let out = '';
-  for (const p of parts) out += /^\d+$/.test(p) ? `[${p}]` : out ? `.${p}` : p;
-  return out;
-}
-
-type AjvIssue = { instancePath: string; keyword: string; message?: string; params: Record<string, unknown> };
-
-// An array over its maxItems is the problem; its items' own errors are noise,
-// and ajv (allErrors) reports one per item: 100,000 bad tags were a 7 MB 422.
-function underOversizedArray(issues: AjvIssue[]): (path: string) => boolean {
-  const oversized = new Set(issues.filter((e) => e.keyword === 'maxItems').map((e) => e.instancePath));
-  if (oversized.size === 0) return () => false;
-  return (path) => {
-    for (let i = path.lastIndexOf('/'); i > 0; i = path.lastIndexOf('/', i - 1)) if (oversized.has(path.slice(0, i))) return true;
-    return oversized.has('') && path !== '';
-  };
-}
-
-export function detailsFromAjv(issues: AjvIssue[], part: string | undefined): ErrorDetail[] {
-  const seen = new Set<string>();
-  const details: ErrorDetail[] = [];
-  const skip = underOversizedArray(issues);
-  for (const e of issues) {
-    if (skip(e.instancePath)) continue;
-    let field = fieldPath(e.instancePath);
-    let message = e.message ?? 'is invalid';
-    if (e.keyword === 'required') {
-      field = fieldPath(e.instancePath, String(e.params.missingProperty));
-      message = 'is required';
-    } else if (e.keyword === 'additionalProperties') {
-      field = fieldPath(e.instancePath, String(e.params.additionalProperty));
-      message = 'is not an allowed field';
-    }
-    if (!field) field = part === 'body' || part === undefined ? '(body)' : `(${part})`;
-    const key = `${field}\u0000${message}`;
-    if (!seen.has(key)) {
-      seen.add(key);
-      details.push({ field, message });
-    }
-  }
-  return details;
-}
-
 /** Maps any thrown error to [status, body]. Unknown errors are 500 without internals. */
 export function toErrorResponse(err: unknown): { status: number; body: ReturnType<typeof errorBody>; headers?: Record<string, string> } {
   if (err instanceof AppError) {
-    return { status: err.statusCode, body: errorBody(err.code, err.message, err.details), headers: err.headers };
+    return { status: statusOf(err.code), body: errorBody(err.code, err.message, err.details), headers: err.headers };
   }
   const e = err as FastifyError & { validationContext?: string; validation?: AjvIssue[] };
   if (e && Array.isArray(e.validation)) {

@@ -3,13 +3,13 @@
 // pool, so a 10 MiB bulk body holds the event loop only for the structured
 // clone of its result, not for the parse and the walk (figures in
 // docs/security.md, "Request intake limits"). The checks themselves are in
-// json-check.ts.
+// lib/json-check.ts.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { untrustedPool, UntrustedWorkError } from '../untrusted/pool.ts';
 import { AppError, fieldPath, validationFailed } from './errors.ts';
-import { MAX_JSON_DEPTH, parseJsonBody, type JsonLimits, type ParsedJson } from './json-check.ts';
+import { MAX_JSON_DEPTH, parseJsonBody, type JsonLimits, type ParsedJson } from '../lib/json-check.ts';
 
-export { MAX_JSON_DEPTH } from './json-check.ts';
+export { MAX_JSON_DEPTH } from '../lib/json-check.ts';
 
 export type JsonBodyOptions = { maxValues: number; poolThresholdBytes: number };
 

@@ -115,11 +115,6 @@ export function pageQuery<E extends Record<string, TSchema>>(defaultPerPage: num
   );
 }
 
-/** `50%_off\` → `50\%\_off\\`: a search term matched literally inside LIKE/ILIKE (default escape `\`). */
-export function escapeLike(term: string): string {
-  return term.replace(/[\\%_]/g, '\\$&');
-}
-
 export function pageMeta(page: number, perPage: number, total: number) {
   return {
     current_page: String(page),

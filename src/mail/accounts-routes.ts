@@ -2,7 +2,7 @@
 // the password or its ciphertext.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { notFound } from '../http/errors.ts';
+import { notFound } from '../lib/errors.ts';
 import { parseAllowList } from '../lib/net-guard.ts';
 import { PageMeta, pageMeta, pageQuery, rejectInvalidId, UUID_PATTERN, withErrors } from '../http/schemas.ts';
 import { createMailAccount, findMailAccount, listMailAccounts, MailAccount, MailAccountBody, toMailAccount } from './accounts.ts';

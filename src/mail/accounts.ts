@@ -6,11 +6,12 @@ import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import { Type, type Static } from 'typebox';
 import type { Db } from '../db/pool.ts';
-import { detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { DateTime } from '../http/schemas.ts';
 import { SecretBox } from '../lib/secrets.ts';
 import { checkHost, smtpPortRefusal, systemResolver, type AllowList, type Resolver } from '../lib/net-guard.ts';
 import { verifySmtpLogin, type MailSecurity } from './transport.ts';
+import { paginate } from '../lib/paginate.ts';
 
 export const MailAccountBody = Type.Object(
   {
@@ -190,19 +191,11 @@ export async function listMailAccounts(
   opts: { page: number; perPage: number },
 ): Promise<{ rows: MailAccountRow[]; total: number }> {
   const base = db.selectFrom('mail_accounts').where('team_id', '=', teamId);
-  const { n } = await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
-  const total = Number(n);
-  const offset = (opts.page - 1) * opts.perPage;
-  // Past the end there is nothing to read (and page=1e20 never becomes an out-of-range OFFSET).
-  if (offset >= total) return { rows: [], total };
-  const rows = await base
-    .select(PUBLIC_COLUMNS)
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(opts.perPage)
-    .offset(offset)
-    .execute();
-  return { rows, total };
+  return paginate(
+    opts,
+    async () => (await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,
+    (limit, offset) => base.select(PUBLIC_COLUMNS).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
+  );
 }
 
 /** The clear password of a team's account (null when it has none), for the sending engine. Throws 404 for an unknown account. */

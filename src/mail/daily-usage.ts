@@ -19,6 +19,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import { sendPriority } from './send-record.ts';
+import type { JobName } from '../lib/jobs.ts';
 
 export type Source = 'campaign' | 'transactional';
 
@@ -131,8 +132,11 @@ export async function claimForSmtp(
  */
 export async function wakeNextDay(db: Db, rows: { id: string; source: Source }[]): Promise<void> {
   if (rows.length === 0) return;
+  // Not addJobs: the run time (the database's next UTC midnight) and the job key
+  // are computed per row in SQL. The payload is send_email's one shape.
+  const sendEmail: JobName = 'send_email';
   await sql`
-    SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_id', x.id),
+    SELECT graphile_worker.add_job(${sendEmail}, json_build_object('email_send_log_ids', json_build_array(x.id)),
              run_at := date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day',
              max_attempts := 10, priority := x.priority, job_key := 'send-next-day:' || x.id, job_key_mode := 'preserve_run_at')
       FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, priority: sendPriority(r.source) })))}::jsonb)

@@ -7,6 +7,9 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { SEND_BATCH, TRANSACTIONAL_SEND_PRIORITY } from './send.ts';
 import type { EmailStatus } from './emails-schemas.ts';
+import { addJobs } from '../lib/jobs.ts';
+import { normalizeEmail } from '../lib/text.ts';
+import { paginate } from '../lib/paginate.ts';
 
 type Tx = Transaction<Database>;
 
@@ -35,7 +38,7 @@ export async function loadRefs(
     sql<{ id: string; email: string }>`
       SELECT id, email FROM contacts WHERE team_id = ${teamId} AND id = ANY (${ids((i) => i.contact_id)}::uuid[])`.execute(tx),
     sql<{ id: string; email: string }>`
-      SELECT id, email FROM contacts WHERE team_id = ${teamId} AND email = ANY (${ids((i) => i.to_email.trim().toLowerCase())}::text[])`.execute(tx),
+      SELECT id, email FROM contacts WHERE team_id = ${teamId} AND email = ANY (${ids((i) => normalizeEmail(i.to_email))}::text[])`.execute(tx),
   ]);
   return {
     templates: new Map(templates.rows.map((r) => [r.id, r])),
@@ -130,17 +133,11 @@ export async function insertEmails(tx: Tx, teamId: string, emails: NewEmail[]): 
     )
     SELECT x.id, now() AS created_at, x.status FROM x ORDER BY x.ord`.execute(tx);
   const queued = rows.filter((r) => r.status === 'queued').map((r) => r.id);
-  const specs = [];
+  const jobs = [];
   for (let i = 0; i < queued.length; i += SEND_BATCH) {
-    specs.push({
-      identifier: 'send_email', payload: { email_send_log_ids: queued.slice(i, i + SEND_BATCH) },
-      max_attempts: 10, priority: TRANSACTIONAL_SEND_PRIORITY,
-    });
+    jobs.push({ payload: { email_send_log_ids: queued.slice(i, i + SEND_BATCH) }, priority: TRANSACTIONAL_SEND_PRIORITY });
   }
-  if (specs.length > 0) {
-    await sql`SELECT graphile_worker.add_jobs(
-        ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${JSON.stringify(specs)}::json)))`.execute(tx);
-  }
+  await addJobs(tx, 'send_email', jobs);
   return rows.map((r) => ({ id: r.id, created_at: r.created_at }));
 }
 
@@ -191,14 +188,14 @@ export async function listEmails(
   const where = [sql`team_id = ${teamId}`];
   if (f.source) where.push(sql`source = ${f.source}`);
   if (f.status) where.push(sql`status = ANY (${INTERNAL_STATUSES[f.status]}::text[])`);
-  if (f.to_email) where.push(sql`email = ${f.to_email.trim().toLowerCase()}`);
+  if (f.to_email) where.push(sql`email = ${normalizeEmail(f.to_email)}`);
   const cond = sql.join(where, sql` AND `);
-  const { rows: n } = await sql<{ n: string }>`SELECT count(*) AS n FROM email_send_log WHERE ${cond}`.execute(db);
-  const total = Number(n[0]!.n);
-  const offset = (f.page - 1) * f.perPage;
-  if (offset >= total) return { rows: [], total };
-  const { rows } = await sql<LogRow>`
-    SELECT ${LOG_COLUMNS} FROM email_send_log WHERE ${cond}
-     ORDER BY created_at DESC, id DESC LIMIT ${f.perPage} OFFSET ${offset}`.execute(db);
-  return { rows, total };
+  return paginate(
+    f,
+    async () => (await sql<{ n: string }>`SELECT count(*) AS n FROM email_send_log WHERE ${cond}`.execute(db)).rows[0]!.n,
+    async (limit, offset) =>
+      (await sql<LogRow>`
+        SELECT ${LOG_COLUMNS} FROM email_send_log WHERE ${cond}
+         ORDER BY created_at DESC, id DESC LIMIT ${limit} OFFSET ${offset}`.execute(db)).rows,
+  );
 }

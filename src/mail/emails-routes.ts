@@ -5,7 +5,7 @@
 // path (SMTP pool, result recording, bounces, tracking, webhooks).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
-import { AppError, detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { AppError, detailsFromAjv, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { pageMeta, rejectInvalidId, validatorCompiler, withErrors } from '../http/schemas.ts';
 import {
   BATCH_MAX, BatchBody, BatchResponse, EmailDetailResponse, EmailListResponse, EmailResponse, IdempotencyHeaders, IdParams,
@@ -16,16 +16,16 @@ import {
   type LogRow, type NewEmail, type Refs,
 } from './emails-queries.ts';
 import { emailWithTimeline } from './emails-timeline.ts';
-import { suppressedForAllMail } from './suppressions.ts';
+import { suppressedForAllMail } from '../contacts/suppressions.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 const tags = ['emails'];
-const lower = (s: string) => s.trim().toLowerCase();
 const given = <T>(v: T | null | undefined): T | null => (v === undefined || v === null ? null : v);
 
 /** The body as it is hashed for its idempotency key: the key itself is not part of it. */
 function hashable(item: SubmitInput): Record<string, unknown> {
   const { idempotency_key: _key, ...rest } = item;
-  return { ...rest, to_email: lower(rest.to_email) };
+  return { ...rest, to_email: normalizeEmail(rest.to_email) };
 }
 
 /** Problems of one item against the team's rows (the schema has checked its shape). */
@@ -44,7 +44,7 @@ function check(item: SubmitInput, refs: Refs, prefix: string): ErrorDetail[] {
 }
 
 function toNewEmail(item: SubmitInput, refs: Refs, suppressed: boolean): NewEmail {
-  const email = lower(item.to_email);
+  const email = normalizeEmail(item.to_email);
   const subject = item.subject ? item.subject : null;
   return {
     template_id: item.template_id,
@@ -62,7 +62,7 @@ function toNewEmail(item: SubmitInput, refs: Refs, suppressed: boolean): NewEmai
       variables: given(item.variables) ?? {},
       subject,
       from_name: item.from_name ? item.from_name : null,
-      reply_to: item.reply_to ? lower(item.reply_to) : null,
+      reply_to: item.reply_to ? normalizeEmail(item.reply_to) : null,
     },
   };
 }
@@ -144,7 +144,7 @@ export const emailsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const refs = await loadRefs(tx, teamId, [item]);
       const details = check(item, refs, '');
       if (details.length > 0) throw validationFailed(details);
-      const to = lower(item.to_email);
+      const to = normalizeEmail(item.to_email);
       if ((await suppressedForAllMail(tx, teamId, [to], secret())).has(to)) {
         throw new AppError('RECIPIENT_SUPPRESSED', 'this address hard-bounced or complained for this team; no e-mail is sent to it', [
           { field: 'to_email', message: 'is suppressed for all mail' },
@@ -210,8 +210,8 @@ export const emailsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const refs = await loadRefs(tx, teamId, fresh.map((f) => f.item));
       for (const { item, i } of fresh) details.push(...check(item, refs, `emails[${i}].`));
       if (details.length > 0) throw validationFailed(details, `${new Set(details.map((d) => d.field.split('.')[0])).size} of ${items.length} e-mails are invalid; nothing was sent`);
-      const suppressed = await suppressedForAllMail(tx, teamId, fresh.map((f) => lower(f.item.to_email)), secret());
-      const rows = fresh.map(({ item }) => toNewEmail(item, refs, suppressed.has(lower(item.to_email))));
+      const suppressed = await suppressedForAllMail(tx, teamId, fresh.map((f) => normalizeEmail(f.item.to_email)), secret());
+      const rows = fresh.map(({ item }) => toNewEmail(item, refs, suppressed.has(normalizeEmail(item.to_email))));
       const inserted = await insertEmails(tx, teamId, rows);
       const answers: { key: string; request_hash: string; response: unknown }[] = [];
       fresh.forEach(({ item, i }, n) => {

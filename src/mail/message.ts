@@ -2,12 +2,13 @@
 // HTML and text from the template with Liquid, tracking links, the open pixel,
 // a honeypot link, RFC 8058 one-click unsubscribe headers and our own
 // Message-ID. The Liquid and HTML work runs in the untrusted pool
-// (untrusted/render-tasks.ts) under the caps of templates/limits.ts; this side
+// (templates/render-tasks.ts) under the caps of lib/render-limits.ts; this side
 // only builds the nodemailer message from the result.
 import type Mail from 'nodemailer/lib/mailer';
-import { DEFAULT_RENDER_LIMITS, type RenderLimits } from '../templates/limits.ts';
-import { UntrustedWorkError, untrustedPool, type UntrustedPool } from '../untrusted/pool.ts';
-import type { RenderMessageInput, RenderMessageResult, TemplateField } from '../untrusted/render-tasks.ts';
+import { DEFAULT_RENDER_LIMITS, type RenderLimits } from '../lib/render-limits.ts';
+import { untrustedPool, type UntrustedPool } from '../untrusted/pool.ts';
+import type { RenderMessageInput, RenderMessageResult } from '../templates/render-tasks.ts';
+import { RenderFailure, runTemplateTask } from '../templates/pool-run.ts';
 
 export type MessageInput = Omit<RenderMessageInput, 'limits' | 'contact'> & {
   contact: Record<string, unknown>;
@@ -31,43 +32,6 @@ export type RenderedMessage = Mail.Options & { subject: string; html: string; te
 /** `team`: whose message this is, for the pool's fair share between teams. */
 export type RenderOptions = { limits?: RenderLimits; pool?: UntrustedPool; team?: string };
 
-/**
- * The template could not be rendered for this message: over a cap, over its
- * time or memory budget, or a Liquid error. The message fails with `message`;
- * it is the template's fault, so retrying would fail again. (A full pool is
- * not this: UntrustedWorkError 'overloaded' passes through, to be retried.)
- */
-export class RenderFailure extends Error {
-  readonly field: TemplateField;
-  readonly reason: 'limit' | 'timeout' | 'memory' | 'crashed' | 'liquid';
-  constructor(field: TemplateField, reason: RenderFailure['reason'], message: string) {
-    super(message);
-    this.name = 'RenderFailure';
-    this.field = field;
-    this.reason = reason;
-  }
-}
-
-/**
- * The pool's budget for a task starts when a thread takes it and is only a
- * backstop: the render budget proper is enforced in the thread (Liquid's
- * render deadline). The allowance covers what the thread's own clock does not
- * see: starting a fresh thread (after one was ended) and waiting for a core.
- */
-export const POOL_QUEUE_ALLOWANCE_MS = 5_000;
-
-/** Runs a pool task for a template; budget overruns become RenderFailure, a full pool stays UntrustedWorkError. */
-export async function runTemplateTask<T>(pool: UntrustedPool, task: string, input: unknown, budgetMs: number, team?: string): Promise<T> {
-  try {
-    return await pool.run<T>(task, input, budgetMs + POOL_QUEUE_ALLOWANCE_MS, team);
-  } catch (err) {
-    if (err instanceof UntrustedWorkError && err.reason !== 'overloaded') {
-      const what = { timeout: `took longer than ${budgetMs + POOL_QUEUE_ALLOWANCE_MS} ms`, memory: 'used more memory than allowed', crashed: 'stopped the renderer' }[err.reason];
-      throw new RenderFailure('content', err.reason, `template ${what}`);
-    }
-    throw err;
-  }
-}
 
 /** The Message-ID domain: the sender's, so receivers see an ID of the sending domain. */
 function messageIdFor(sendLogId: string, fromEmail: string): string {

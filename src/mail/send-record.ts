@@ -22,8 +22,10 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
+import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
+import { retryOnConflict } from '../lib/db-retry.ts';
 import { jitteredDelay } from '../lib/jitter.ts';
-import { suppress } from './suppressions.ts';
+import { suppress } from '../contacts/suppressions.ts';
 
 type Tx = Transaction<Database>;
 
@@ -33,9 +35,9 @@ type Tx = Transaction<Database>;
  * of process_events jobs does not hold decided sends back (bench/campaigns.ts,
  * latency at a steady 200 events/s).
  */
-export const SEND_PRIORITY = -1;
+export const SEND_PRIORITY = JOB_PRIORITY.eventTriggered;
 /** Transactional sends run before campaign sends: a campaign never holds a password reset back. */
-export const TRANSACTIONAL_SEND_PRIORITY = -2;
+export const TRANSACTIONAL_SEND_PRIORITY = JOB_PRIORITY.transactional;
 
 export const sendPriority = (source: string | undefined): number =>
   source === 'transactional' ? TRANSACTIONAL_SEND_PRIORITY : SEND_PRIORITY;
@@ -64,19 +66,9 @@ const iso = (d: Date) => d.toISOString();
 const json = (v: unknown) => JSON.stringify(v);
 
 // A deadlock or serialization failure with a writer outside this module (an
-// unsubscribe, a tracking hit) is retried: the messages are already sent, and a
-// lost result would leave their rows in `sending` until the lease fails them.
-const RETRYABLE = new Set(['40P01', '40001']);
-
-async function retrying<T>(fn: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (attempt >= 3 || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
-    }
-  }
-}
+// unsubscribe, a tracking hit) is retried (retryOnConflict): the messages are
+// already sent, and a lost result would leave their rows in `sending` until the
+// lease fails them.
 
 /**
  * Records every result of a batch in one transaction, then adds the batch to
@@ -91,8 +83,8 @@ async function retrying<T>(fn: () => Promise<T>): Promise<T> {
  */
 export async function recordResults(db: Db, config: Config, results: SendResult[]): Promise<void> {
   if (results.length === 0) return;
-  const hot = await retrying(() => db.transaction().execute((tx) => recordTx(tx, config, results)));
-  await retrying(() =>
+  const hot = await retryOnConflict(() => db.transaction().execute((tx) => recordTx(tx, config, results)));
+  await retryOnConflict(() =>
     db.transaction().execute(async (tx) => {
       await sql`SET LOCAL synchronous_commit = off`.execute(tx);
       await addToCampaignCounters(tx, hot);
@@ -173,15 +165,11 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
   })));
   const retry = items.filter((r) => r.kind === 'temporary');
   if (retry.length > 0) {
-    const specs = retry.map((r) => ({
-      identifier: 'send_email',
-      payload: { email_send_log_id: r.row.id },
-      run_at: iso(new Date(at.getTime() + jitteredDelay(retries[r.row.attempts - 1] ?? 0, config.retryJitter) * 1000)),
-      max_attempts: 10,
+    await addJobs(tx, 'send_email', retry.map((r) => ({
+      payload: { email_send_log_ids: [r.row.id] },
+      runAt: new Date(at.getTime() + jitteredDelay(retries[r.row.attempts - 1] ?? 0, config.retryJitter) * 1000),
       priority: sendPriority(r.row.source),
-    }));
-    await sql`SELECT graphile_worker.add_jobs(
-        ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${json(specs)}::json)))`.execute(tx);
+    })));
   }
 
   const events: NewEvent[] = [];

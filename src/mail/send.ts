@@ -23,9 +23,10 @@ import type { Db } from '../db/pool.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { Allowance, claimForSmtp, dailyCap, wakeNextDay } from './daily-usage.ts';
-import { RenderFailure, renderMessage } from './message.ts';
+import { renderMessage } from './message.ts';
+import { RenderFailure } from '../templates/pool-run.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
-import { ALL_MAIL_REASONS } from './suppressions.ts';
+import { ALL_MAIL_REASONS } from '../contacts/suppressions.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 
 export { SEND_PRIORITY, TRANSACTIONAL_SEND_PRIORITY, type Outcome } from './send-record.ts';
@@ -100,7 +101,7 @@ export function classify(err: SmtpError): Outcome {
   return { kind: atRecipient ? 'hard' : 'failed', response };
 }
 
-export function sendEmailTask(deps: { db: Db; config: Config }): Task {
+export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_email'> {
   const { db, config } = deps;
   const appSecret = config.appSecret;
   if (!appSecret) throw new Error('APP_SECRET is required to send e-mail');
@@ -179,8 +180,9 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task {
   }
 
   return async (payload) => {
-    const p = payload as { email_send_log_id?: string; email_send_log_ids?: string[] };
-    const ids = [...new Set(p.email_send_log_ids ?? (p.email_send_log_id ? [p.email_send_log_id] : []))];
+    // `email_send_log_id` (one id) is the payload older versions enqueued for retries; such jobs may still wait in the queue after an upgrade.
+    const legacy = (payload as { email_send_log_id?: string }).email_send_log_id;
+    const ids = [...new Set(payload.email_send_log_ids ?? (legacy ? [legacy] : []))];
     if (ids.length === 0) return;
     const { rows } = await sql<SendRow>`
       SELECT id, team_id, campaign_id, campaign_send_id, contact_id, email, attempts, open_tracking, click_tracking, status, source

@@ -1,7 +1,7 @@
 // Public endpoints that recipients' mail clients (and the machines in front of
 // them) reach from a sent message: open pixel, click redirect, honeypot link and
 // unsubscribe page. No API key: each URL carries the send log id and an HMAC
-// over it (tracking-links.ts), so a URL only ever acts on the message it was
+// over it (lib/tracking-links.ts), so a URL only ever acts on the message it was
 // put into. Not in the OpenAPI document: they are not part of the API a team
 // programs against, and their URLs are made by the sending engine.
 import formbody from '@fastify/formbody';
@@ -9,7 +9,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { unsubscribeContacts } from '../contacts/queries.ts';
 import { recordHit, findRecipientForUnsubscribe, findSendForUnsubscribe, type HitInput } from './tracking.ts';
-import { TrackingLinks, type LinkKind } from './tracking-links.ts';
+import { AppError } from '../lib/errors.ts';
+import { statusOf } from '../http/errors.ts';
+import { TrackingLinks, type LinkKind } from '../lib/tracking-links.ts';
 import {
   alreadyUnsubscribedPage,
   confirmPage,
@@ -20,6 +22,7 @@ import {
   PAGE_HEADERS,
 } from './unsubscribe-page.ts';
 import { UUID_RE } from '../http/schemas.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 // The classic transparent 1×1 GIF (43 bytes).
 export const PIXEL_GIF = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
@@ -83,8 +86,8 @@ export function multipartIsOneClick(body: string): boolean {
   return false;
 }
 
-function statusOfError(err: { statusCode?: number; code?: string }): number {
-  const s = err.statusCode ?? 500;
+function statusOfError(err: unknown): number {
+  const s = err instanceof AppError ? statusOf(err.code) : ((err as { statusCode?: number }).statusCode ?? 500);
   return s >= 400 && s < 500 ? s : 500;
 }
 
@@ -132,7 +135,7 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   // People see these answers in a browser: a page, not the API's JSON envelope.
   app.setErrorHandler((err, request, reply) => {
-    const status = statusOfError(err as { statusCode?: number });
+    const status = statusOfError(err);
     if (status >= 500) request.log.error({ err }, 'tracking request failed');
     return reply.code(status).headers(PAGE_HEADERS).send(errorPage(status));
   });
@@ -219,7 +222,7 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const found = await findSendForUnsubscribe(tx, id);
       if (!found) return undefined;
       // Unsubscribes the address the message went to, in the sending team only.
-      await unsubscribeContacts(tx, found.team_id, [found.email.trim().toLowerCase()], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+      await unsubscribeContacts(tx, found.team_id, [normalizeEmail(found.email)], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
       return found;
     });
     if (!send) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
@@ -257,7 +260,7 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const found = await db.transaction().execute(async (tx) => {
         const f = await findRecipientForUnsubscribe(tx, r.teamId, r.by, r.value);
         if (!f) return undefined;
-        await unsubscribeContacts(tx, f.team_id, [f.email.trim().toLowerCase()], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+        await unsubscribeContacts(tx, f.team_id, [normalizeEmail(f.email)], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
         return f;
       });
       if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);

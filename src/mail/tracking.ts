@@ -22,6 +22,7 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName } from '../events/emit.ts';
 import { classifyHit, HONEYPOT_SAME_IP_SECONDS, HONEYPOT_WINDOW_SECONDS, RAPID_CLICK_WINDOW_MS, type BotDecision, type HitKind } from './bots.ts';
+import { retryOnConflict } from '../lib/db-retry.ts';
 
 type Tx = Transaction<Database>;
 
@@ -248,9 +249,8 @@ async function countingHitTx(tx: Tx, hit: HitInput, limits: TrackingLimits): Pro
   return { status: 'recorded', decision: c.decision, event, counted: true };
 }
 
-// Deadlock (40P01) or serialization (40001) failures with a concurrent writer
-// of the same send or contact are retried; the hit is idempotent until commit.
-const RETRYABLE = new Set(['40P01', '40001']);
+// Deadlock or serialization failures with a concurrent writer of the same send
+// or contact are retried (retryOnConflict); the hit is idempotent until commit.
 
 export async function recordHit(db: Db, hit: HitInput, limits: TrackingLimits): Promise<HitResult> {
   // Unlocked first: a repeat of a link already counted within the hour (the
@@ -265,7 +265,7 @@ export async function recordHit(db: Db, hit: HitInput, limits: TrackingLimits): 
     // Without waiting for the fsync: a replay loop's hits all update the one
     // message row, and a durable commit held its lock through every flush.
     // A crash can lose the last instant's raw hits; nothing that counts.
-    await retrying(() =>
+    await retryOnConflict(() =>
       db.transaction().execute(async (tx) => {
         await sql`SET LOCAL synchronous_commit = off`.execute(tx);
         await bumpAndStore(tx, peek, hit, c, { countPerson: false, eventId: null, limits });
@@ -273,17 +273,7 @@ export async function recordHit(db: Db, hit: HitInput, limits: TrackingLimits): 
     );
     return { status: 'recorded', decision: c.decision, event: null, counted: false };
   }
-  return retrying(() => db.transaction().execute((tx) => countingHitTx(tx, hit, limits)));
-}
-
-async function retrying<T>(run: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await run();
-    } catch (err) {
-      if (attempt >= 3 || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
-    }
-  }
+  return retryOnConflict(() => db.transaction().execute((tx) => countingHitTx(tx, hit, limits)));
 }
 
 /** The send an unsubscribe link points at, with its team's name for the page. */

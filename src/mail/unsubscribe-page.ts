@@ -2,9 +2,7 @@
 // "done" page, and the plain page for a link we do not recognise. Every value
 // is escaped; the pages load nothing (inline style only) and the form posts
 // back to the page's own URL, so a PUBLIC_URL with a path prefix still works.
-
-const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-export const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+import { escapeHtml } from '../lib/text.ts';
 
 /** Headers of every page: no caching (the URL is a capability), no framing, no referrer leak. */
 export const PAGE_HEADERS: Record<string, string> = {

@@ -4,7 +4,7 @@
 // what to aim at and whether it is working (docs/operations.md).
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../lib/errors.ts';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export function installMetrics(app: FastifyInstance, token: string | undefined): Registry {

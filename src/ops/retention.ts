@@ -21,9 +21,10 @@ import type { Task } from 'graphile-worker';
 import { sql, type RawBuilder } from 'kysely';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
+import { JOB_PRIORITY, type JobName } from '../lib/jobs.ts';
 
 /** graphile-worker cron line: hourly, cluster-wide, at the low priority of housekeeping (+2). */
-export const RETENTION_CRON = '23 * * * * retention ?max=1&priority=2';
+export const RETENTION_CRON = `23 * * * * ${'retention' satisfies JobName} ?max=1&priority=${JOB_PRIORITY.background}`;
 
 export type RetentionWindows = {
   /** Days; 0 keeps forever. */
@@ -109,7 +110,7 @@ export function retentionOptions(config: Config): RetentionOptions {
 }
 
 /** The cron task (registered in tasks.ts, scheduled by RETENTION_CRON). */
-export function retentionTask(db: Db, config: Config): Task {
+export function retentionTask(db: Db, config: Config): Task<'retention'> {
   return async (_payload, helpers) => {
     const report = await runRetention(db, retentionOptions(config));
     const total = (t: RetentionTable) => report[t].reduce((a, b) => a + b, 0);

@@ -1,12 +1,12 @@
-// Template create's checks, run in the untrusted pool (untrusted/render-tasks.ts
-// does the work): Liquid syntax with its line, the caps of limits.ts, a trial
+// Template create's checks, run in the untrusted pool (templates/render-tasks.ts
+// does the work): Liquid syntax with its line, the caps of lib/render-limits.ts, a trial
 // render, and the derived alt_content. A template that runs over its time or
 // memory budget while being checked is refused like one over a cap.
-import { AppError, type ErrorDetail } from '../http/errors.ts';
-import { RenderFailure, runTemplateTask } from '../mail/message.ts';
+import { AppError, type ErrorDetail } from '../lib/errors.ts';
+import { RenderFailure, runTemplateTask } from './pool-run.ts';
 import { untrustedPool, UntrustedWorkError, type UntrustedPool } from '../untrusted/pool.ts';
-import type { CheckTemplateInput, CheckTemplateResult, TemplateField } from '../untrusted/render-tasks.ts';
-import { DEFAULT_RENDER_LIMITS, type RenderLimits } from './limits.ts';
+import type { CheckTemplateInput, CheckTemplateResult, TemplateField } from './render-tasks.ts';
+import { DEFAULT_RENDER_LIMITS, type RenderLimits } from '../lib/render-limits.ts';
 
 export async function checkTemplate(
   fields: Partial<Record<TemplateField, string>>,

@@ -1,8 +1,9 @@
 // SQL of the templates feature, one function per operation; every query is
 // scoped to one team.
-import { escapeLike } from '../http/schemas.ts';
+import { escapeLike } from '../lib/text.ts';
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
+import { paginate } from '../lib/paginate.ts';
 
 export type TemplateMeta = { json_schema: string; tags: string[] };
 
@@ -59,20 +60,11 @@ export async function listTemplates(
   let base = db.selectFrom('templates').where('team_id', '=', teamId).where('status', '=', 'active');
   if (opts.search) base = base.where(sql<boolean>`name ILIKE ${`%${escapeLike(opts.search)}%`}`);
 
-  const { n } = await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
-  const total = Number(n);
-  const offset = (opts.page - 1) * opts.perPage;
-  // Past the end there is nothing to read; this also keeps an absurd page
-  // number (page=1e20) from reaching the database as an out-of-range OFFSET.
-  if (offset >= total) return { rows: [], total };
-  const rows = await base
-    .select(opts.withContent ? FULL : SUMMARY)
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(opts.perPage)
-    .offset(offset)
-    .execute();
-  return { rows, total };
+  return paginate(
+    opts,
+    async () => (await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,
+    (limit, offset) => base.select(opts.withContent ? FULL : SUMMARY).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
+  );
 }
 
 /**

@@ -2,8 +2,8 @@
 // with the same engine (same options, same tags and filters) that renders them
 // at send time, so a template that was accepted always parses when it is sent.
 //
-// It runs inside the untrusted pool's threads (untrusted/render-tasks.ts),
-// never on an event loop that answers requests, and every cap of limits.ts is
+// It runs inside the untrusted pool's threads (templates/render-tasks.ts),
+// never on an event loop that answers requests, and every cap of lib/render-limits.ts is
 // enforced here, so no caller can forget one:
 // - parsing is linear (LinearParser) and block nesting is capped;
 // - every character a render writes is counted, including text written into a
@@ -29,16 +29,14 @@ import {
   type Template,
   type TopLevelToken,
 } from 'liquidjs';
-import type { ErrorDetail } from '../http/errors.ts';
-import { htmlToText } from './html-text.ts';
-import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from './limits.ts';
+import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from '../lib/render-limits.ts';
 
 // Tags that read other templates from a file system. A team's template must not
 // reach files on the server (`{% include "/etc/passwd" %}`), so they are refused
 // at parse time (422 at create) rather than failing at send time.
 const FILE_TAGS = ['include', 'render', 'layout'];
 
-/** A template or render over one of the caps of limits.ts: the template's fault, reported as such (422, or a failed message). */
+/** A template or render over one of the caps of lib/render-limits.ts: the template's fault, reported as such (422, or a failed message). */
 export class TemplateLimitError extends Error {
   constructor(message: string) {
     super(message);
@@ -295,25 +293,6 @@ export function describeLiquidError(err: unknown, kind = 'syntax'): string {
     return line ? `Liquid ${kind} error at line ${line}: ${text}` : `Liquid ${kind} error: ${text}`;
   }
   return `Liquid ${kind} error: ${(err as Error)?.message ?? String(err)}`;
-}
-
-/** Parses each given field with the engine; one detail per field that does not parse or is over a cap. */
-export function checkLiquidSyntax(fields: Record<string, string | undefined>): ErrorDetail[] {
-  const details: ErrorDetail[] = [];
-  for (const [field, text] of Object.entries(fields)) {
-    if (text === undefined) continue;
-    try {
-      parseTemplate(text);
-    } catch (err) {
-      details.push({ field, message: describeLiquidError(err) });
-    }
-  }
-  return details;
-}
-
-/** Plain-text alternative of an HTML template; the Liquid markup passes through as text. */
-export function deriveAltContent(html: string): string {
-  return htmlToText(html);
 }
 
 /** Parses and renders a template string with the given variables, under the default limits (tests; the pool tasks cache the parse). */

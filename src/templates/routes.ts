@@ -1,6 +1,6 @@
 // Templates API (interface.md 4.5; decisions.md §5): create, list, get, delete.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
+import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { deleteTemplate, findTemplate, insertTemplate, listTemplates, type TemplateRow } from './queries.ts';
 import { checkTemplate } from './check.ts';

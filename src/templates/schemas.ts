@@ -37,7 +37,6 @@ export const CreateTemplateBody = Type.Object(
   },
   { additionalProperties: false },
 );
-export type CreateTemplateInput = Static<typeof CreateTemplateBody>;
 
 const templateFields = {
   id: Type.String(),

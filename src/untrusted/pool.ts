@@ -21,7 +21,7 @@ import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
 
 export type UntrustedPoolOptions = {
-  /** Worker module; tests pass their own. Default: ./tasks.ts beside this file. */
+  /** Worker module; tests pass their own. Default: src/pool-tasks.ts. */
   filename?: string;
   /** Threads at most (default: the machine's cores, at least 2). */
   maxThreads?: number;
@@ -84,7 +84,7 @@ export class UntrustedPool {
     this.maxQueue = opts.maxQueue ?? 1_000;
     const maxOld = opts.maxOldGenerationSizeMb ?? DEFAULT_POOL_HEAP_MIB;
     this.pool = new Piscina({
-      filename: opts.filename ?? new URL('./tasks.ts', import.meta.url).href,
+      filename: opts.filename ?? new URL('../pool-tasks.ts', import.meta.url).href,
       minThreads: 1,
       maxThreads: this.maxThreads,
       // Admission happens here (never more tasks than threads), so piscina's

@@ -15,9 +15,10 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import { emit } from '../events/emit.ts';
 import { parkDeliveries } from './deliveries.ts';
+import { JOB_PRIORITY, type JobName } from '../lib/jobs.ts';
 
 /** graphile-worker cron line: every 15 minutes, cluster-wide, housekeeping priority. */
-export const AUTO_DISABLE_CRON = '*/15 * * * * webhook_auto_disable ?max=1&priority=2';
+export const AUTO_DISABLE_CRON = `*/15 * * * * ${'webhook_auto_disable' satisfies JobName} ?max=1&priority=${JOB_PRIORITY.background}`;
 
 export type AutoDisableRules = { days: number; minFailures: number; now?: () => Date };
 export type DisabledWebhook = { id: string; team_id: string; url: string; disabled_at: Date; reason: string; last_failure_at: Date | null };
@@ -69,7 +70,7 @@ export async function disableFailingWebhooks(db: Db, rules: AutoDisableRules): P
 }
 
 /** The cron task (registered in tasks.ts, scheduled by AUTO_DISABLE_CRON). */
-export function autoDisableTask(db: Db, config: Config): Task {
+export function autoDisableTask(db: Db, config: Config): Task<'webhook_auto_disable'> {
   return async (_payload, helpers) => {
     const disabled = await disableFailingWebhooks(db, { days: config.webhookAutoDisableDays, minFailures: config.webhookAutoDisableMinFailures });
     for (const d of disabled) helpers.logger.warn(`webhook ${d.id} disabled: ${d.reason}`);

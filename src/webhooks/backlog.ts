@@ -3,6 +3,7 @@
 // until it is enabled again, bounded by age and by count; and recover, which
 // queues failed deliveries again with their envelope ids.
 import type { Task } from 'graphile-worker';
+import { JOB_PRIORITY, type JobName } from '../lib/jobs.ts';
 import { sql } from 'kysely';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
@@ -12,7 +13,7 @@ import { DELIVERY_CHANNEL } from './deliveries.ts';
 export const RECOVER_MAX_DAYS = 14;
 
 /** graphile-worker cron line of the bound: once a minute, cluster-wide. */
-export const BACKLOG_CRON = '* * * * * webhook_paused_backlog ?max=1&priority=2';
+export const BACKLOG_CRON = `* * * * * ${'webhook_paused_backlog' satisfies JobName} ?max=1&priority=${JOB_PRIORITY.background}`;
 
 export type BacklogLimits = { maxAgeDays: number; maxCount: number };
 export type BacklogDrops = { tooOld: number; overCount: number };
@@ -76,7 +77,7 @@ export async function enforcePausedBacklog(db: Db, limits: BacklogLimits): Promi
 }
 
 /** The cron task that applies the bound (registered in tasks.ts, scheduled by BACKLOG_CRON). */
-export function pausedBacklogTask(db: Db, config: Config): Task {
+export function pausedBacklogTask(db: Db, config: Config): Task<'webhook_paused_backlog'> {
   return async (_payload, helpers) => {
     const drops = await enforcePausedBacklog(db, {
       maxAgeDays: config.webhookPausedBacklogDays,

@@ -6,6 +6,7 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { AttemptLogEntry, WebhookDeliveriesTable } from '../db/schema-webhooks.ts';
 import type { EventRow } from '../events/process.ts';
+import { paginate } from '../lib/paginate.ts';
 
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 
@@ -311,11 +312,12 @@ export async function listDeliveries(db: Db, teamId: string, webhookId: string, 
   let q = db.selectFrom('webhook_deliveries').where('team_id', '=', teamId).where('webhook_id', '=', webhookId);
   if (f.status) q = q.where('status', '=', f.status);
   if (f.event) q = q.where('event', '=', f.event);
-  const [rows, total] = await Promise.all([
-    q.selectAll().select(envelopeOf('webhook_deliveries').as('payload')).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(f.perPage).offset((f.page - 1) * f.perPage).execute(),
-    q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(total.n) };
+  return paginate(
+    f,
+    async () => (await q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,
+    (limit, offset) =>
+      q.selectAll().select(envelopeOf('webhook_deliveries').as('payload')).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
+  );
 }
 
 /** Starts a fresh attempt sequence for the same envelope id, due now. */

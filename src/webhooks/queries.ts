@@ -5,10 +5,11 @@ import { sql, type Selectable, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { WebhooksTable } from '../db/schema-webhooks.ts';
-import { AppError } from '../http/errors.ts';
+import { AppError } from '../lib/errors.ts';
 import { SecretBox } from '../lib/secrets.ts';
 import { DELIVERY_CHANNEL, parkDeliveries, unparkDeliveries } from './deliveries.ts';
 import { newWebhookSecret } from './signing.ts';
+import { paginate, type PageRequest } from '../lib/paginate.ts';
 
 export const MAX_ENABLED_WEBHOOKS = 10;
 
@@ -122,21 +123,22 @@ export async function findWebhook(db: Db | Transaction<Database>, teamId: string
   return db.selectFrom('webhooks').selectAll().select(pendingCount.as('pending_count')).where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
 }
 
-export async function listWebhooks(db: Db, teamId: string, opts: { page: number; perPage: number }) {
-  const [rows, total] = await Promise.all([
-    db
-      .selectFrom('webhooks')
-      .selectAll()
-      .select(pendingCount.as('pending_count'))
-      .where('team_id', '=', teamId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(opts.perPage)
-      .offset((opts.page - 1) * opts.perPage)
-      .execute(),
-    db.selectFrom('webhooks').select((eb) => eb.fn.countAll<number>().as('n')).where('team_id', '=', teamId).executeTakeFirstOrThrow(),
-  ]);
-  return { rows, total: Number(total.n) };
+export async function listWebhooks(db: Db, teamId: string, opts: PageRequest) {
+  return paginate(
+    opts,
+    async () => (await db.selectFrom('webhooks').select((eb) => eb.fn.countAll<number>().as('n')).where('team_id', '=', teamId).executeTakeFirstOrThrow()).n,
+    (limit, offset) =>
+      db
+        .selectFrom('webhooks')
+        .selectAll()
+        .select(pendingCount.as('pending_count'))
+        .where('team_id', '=', teamId)
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(limit)
+        .offset(offset)
+        .execute(),
+  );
 }
 
 /**

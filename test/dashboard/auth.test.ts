@@ -68,18 +68,31 @@ describe('sign-in', () => {
     assert.equal(res.headers.location, '/sign-in?next=%2Fcontacts%3Fq%3Da');
     const forged = await t.app.inject({ method: 'GET', url: '/campaigns', headers: { cookie: 'plv_session=abc.def' } });
     assert.equal(forged.statusCode, 303);
+    assert.equal(forged.headers.location, '/sign-in?next=%2Fcampaigns', 'a forged cookie is no session: back to sign-in');
+    assert.doesNotMatch(forged.body, /Dash team/);
   });
 
   test('sign-out ends the session on the server, not only in the browser', async () => {
-    const { session } = await signedIn(t.app, t.database.db);
-    const stolen = new Map(session.jar);
-    assert.equal((await session.post('/sign-out')).statusCode, 303);
-    const replay = await t.app.inject({
-      method: 'GET',
-      url: '/campaigns',
-      headers: { cookie: [...stolen].map(([k, v]) => `${k}=${v}`).join('; ') },
-    });
+    const { session, email } = await signedIn(t.app, t.database.db);
+    const stolen = [...session.jar].map(([k, v]) => `${k}=${v}`).join('; ');
+    const withStolen = () => t.app.inject({ method: 'GET', url: '/campaigns', headers: { cookie: stolen } });
+    const sessionsOfUser = async () =>
+      (await t.database.db.selectFrom('dashboard_sessions as s').innerJoin('dashboard_users as u', 'u.id', 's.user_id')
+        .select('s.id').where('u.email', '=', email).execute()).length;
+    // The copied cookie is a live session before sign-out: otherwise the replay below would prove nothing.
+    const live = await withStolen();
+    assert.equal(live.statusCode, 200, live.body.slice(0, 300));
+    assert.match(live.body, new RegExp(email));
+    assert.equal(await sessionsOfUser(), 1);
+
+    const out = await session.post('/sign-out');
+    assert.equal(out.statusCode, 303);
+    assert.equal(out.headers.location, '/sign-in');
+    assert.match(String(out.headers['set-cookie']), /plv_session=;.*Expires=Thu, 01 Jan 1970/, 'the browser cookie is cleared');
+    assert.equal(await sessionsOfUser(), 0, 'the session row is gone');
+    const replay = await withStolen();
     assert.equal(replay.statusCode, 303);
+    assert.equal(replay.headers.location, '/sign-in?next=%2Fcampaigns');
   });
 
   test('sign-in is throttled per (e-mail, client IP) and per client IP; nobody elsewhere is locked out', async () => {

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { closeTransports } from '../../src/mail/send.ts';
-import { DEFAULT_RENDER_LIMITS } from '../../src/templates/limits.ts';
+import { DEFAULT_RENDER_LIMITS } from '../../src/lib/render-limits.ts';
 import { buildTestApp, type TestApp } from '../helpers.ts';
 import { createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { closeTransports } from '../../src/mail/send.ts';
-import { TrackingLinks } from '../../src/mail/tracking-links.ts';
+import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
 import { decodeHeader, parseMessage, startCaptureSink, type CaptureSink } from './sink.ts';
@@ -96,7 +96,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
     );
 
     // A duplicate send_email job (or a retried one) claims nothing: still one message.
-    await t.database.pool.query(`SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_id', $1::text))`, [log.id]);
+    await t.database.pool.query(`SELECT graphile_worker.add_job('send_email', json_build_object('email_send_log_ids', json_build_array($1::text)))`, [log.id]);
     await drain(t);
     assert.equal(sink.messages.length, before + 1);
     assert.equal((await sendLog(t, s.teamId))[0].attempts, 1);
@@ -180,7 +180,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
     const { rows } = await t.database.pool.query<{ wait: number }>(
       `SELECT extract(epoch FROM j.run_at - l.updated_at)::float8 AS wait
          FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id, email_send_log l
-        WHERE k.identifier = 'send_email' AND l.id = $1 AND j.payload->>'email_send_log_id' = l.id::text`, [log.id]);
+        WHERE k.identifier = 'send_email' AND l.id = $1 AND (j.payload::jsonb)->'email_send_log_ids' @> to_jsonb(ARRAY[l.id::text])`, [log.id]);
     assert.equal(rows.length, 1);
     assert.ok(rows[0]!.wait >= 3600 * 0.8 - 1 && rows[0]!.wait <= 3600 * 1.2 + 1, `retry due ${rows[0]!.wait} s after the deferral`);
   });
@@ -196,14 +196,14 @@ describe('sending: upsert → decision → SMTP → result', () => {
     await t.database.pool.query(`UPDATE email_send_log SET status = 'sending', updated_at = now() - interval '1 hour' WHERE id = $1`, [log.id]);
     const { sendEmailTask } = await import('../../src/mail/send.ts');
     const task = sendEmailTask({ db: t.database.db, config: testConfig({ sendLeaseSeconds: 600 }) });
-    await task({ email_send_log_id: log.id }, {} as never);
+    await task({ email_send_log_ids: [log.id] }, {} as never);
     const [after] = await sendLog(t, s.teamId);
     assert.equal(after.status, 'failed');
     assert.match(after.last_error!, /not resent/);
     assert.equal(sink.messages.length, before);
     // Within the lease the job is retried later (it throws), still without sending.
     await t.database.pool.query(`UPDATE email_send_log SET status = 'sending', updated_at = now() WHERE id = $1`, [log.id]);
-    await assert.rejects(async () => task({ email_send_log_id: log.id }, {} as never));
+    await assert.rejects(async () => task({ email_send_log_ids: [log.id] }, {} as never));
     assert.equal(sink.messages.length, before);
   });
 });

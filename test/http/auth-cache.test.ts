@@ -5,7 +5,7 @@
 // connections). Revocation still takes effect within the TTL.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { ApiKeyCache } from '../../src/http/auth.ts';
+import { ApiKeyCache } from '../../src/teams/auth.ts';
 import { revokeApiKey } from '../../src/teams/queries.ts';
 import { createTestDatabase, makeTeam, type TestDatabase } from '../helpers.ts';
 

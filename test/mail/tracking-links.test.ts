@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { TrackingLinks } from '../../src/mail/tracking-links.ts';
+import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 
 const id = '0190a7e2-0000-7000-8000-000000000001';
 const links = new TrackingLinks('https://mail.example.com/', 'a'.repeat(64));

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { runRetention, type RetentionOptions } from '../../src/ops/retention.ts';
-import { DEFAULT_RENDER_LIMITS } from '../../src/templates/limits.ts';
-import { renderMessage } from '../../src/untrusted/render-tasks.ts';
+import { DEFAULT_RENDER_LIMITS } from '../../src/lib/render-limits.ts';
+import { renderMessage } from '../../src/templates/render-tasks.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { BROWSER_UA, insertSend, pathOf, testLinks } from '../tracking/fixtures.ts';
 

@@ -35,6 +35,14 @@ describe('templates: validation and conflicts', () => {
     t.app.inject({ method: 'POST', url: '/public/v1/email/templates', headers: { 'x-api-key': key }, payload: body as object });
   const get = (url: string) => t.app.inject({ url, headers: { 'x-api-key': key } });
   const del = (id: string) => t.app.inject({ method: 'DELETE', url: `/public/v1/email/templates/${id}`, headers: { 'x-api-key': key } });
+  /** The template is gone: the answer says so, the row is deleted and the API no longer finds it. */
+  const assertDeleted = async (res: Res, id: string, what: string) => {
+    assert.equal(res.statusCode, 200, `${what}: ${res.body}`);
+    assert.deepEqual(res.json(), { ok: true }, what);
+    const row = await t.database.db.selectFrom('templates').select('id').where('id', '=', id).executeTakeFirst();
+    assert.equal(row, undefined, `${what}: the row is deleted`);
+    assertError(await get(`/public/v1/email/templates/${id}`), 404, 'NOT_FOUND');
+  };
   const countTemplates = async () =>
     Number((await t.database.db.selectFrom('templates').select((eb) => eb.fn.countAll().as('n')).where('team_id', '=', teamId).executeTakeFirstOrThrow()).n);
 
@@ -131,8 +139,15 @@ describe('templates: validation and conflicts', () => {
       const error = assertError(await get(`/public/v1/email/templates?${query}`), 422, 'VALIDATION_FAILED');
       assert.ok(error.details!.length > 0, query);
     }
-    assert.equal((await get('/public/v1/email/templates?per_page=100')).statusCode, 200);
-    assert.equal((await get('/public/v1/email/templates?per_page=1')).statusCode, 200);
+    await create(valid);
+    await create(valid);
+    for (const perPage of [100, 1]) {
+      const res = await get(`/public/v1/email/templates?per_page=${perPage}`);
+      assert.equal(res.statusCode, 200, res.body);
+      const { templates: { data }, meta } = res.json();
+      assert.equal(meta.per_page, perPage);
+      assert.ok(data.length >= 1 && data.length <= perPage, `per_page=${perPage}: ${data.length} templates`);
+    }
   });
 
   test('list: a page past the end is an empty page; one past the page bound is a 422, not a database error', async () => {
@@ -166,8 +181,7 @@ describe('templates: validation and conflicts', () => {
       const tpl = (await create(valid)).json().template;
       // An older send was active; only the latest one counts.
       await insertCampaign(t.database.db, teamId, [tpl.id], ['active', status]);
-      const res = await del(tpl.id);
-      assert.equal(res.statusCode, 200, `${status}: ${res.body}`);
+      await assertDeleted(await del(tpl.id), tpl.id, status);
     }
   });
 
@@ -181,7 +195,9 @@ describe('templates: validation and conflicts', () => {
     const tpl = (await create(valid)).json().template;
     const other = (await create(valid)).json().template;
     await insertCampaign(t.database.db, teamId, [other.id], ['active']);
-    assert.equal((await del(tpl.id)).statusCode, 200);
+    await assertDeleted(await del(tpl.id), tpl.id, 'unrelated campaign');
+    // The other template, which the active campaign names, stays.
+    assertError(await del(other.id), 409, 'CONFLICT');
   });
 
   test('malformed JSON and a non-object body are 422', async () => {

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
-import { DEFAULT_RENDER_LIMITS } from '../../src/templates/limits.ts';
+import { DEFAULT_RENDER_LIMITS } from '../../src/lib/render-limits.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 
 describe('templates: render caps at create', () => {

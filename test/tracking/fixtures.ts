@@ -3,7 +3,7 @@
 // into the message.
 import { sql } from 'kysely';
 import type { Db } from '../../src/db/pool.ts';
-import { TrackingLinks } from '../../src/mail/tracking-links.ts';
+import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { makeTeam, testConfig, type TestApp } from '../helpers.ts';
 
 // A real browser's user agent: no bot signal of its own.

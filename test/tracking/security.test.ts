@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { TrackingLinks } from '../../src/mail/tracking-links.ts';
+import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { BROWSER_UA, countersOf, eventsOf, insertSend, makeSend, pathOf, testLinks } from './fixtures.ts';
 

@@ -4,10 +4,11 @@
 // and memory bounds.
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { rewriteHtml } from '../../src/mail/html-links.ts';
-import { renderMessage, RenderFailure, type MessageInput } from '../../src/mail/message.ts';
+import { rewriteHtml } from '../../src/templates/html-links.ts';
+import { renderMessage, type MessageInput } from '../../src/mail/message.ts';
+import { RenderFailure } from '../../src/templates/pool-run.ts';
 import { htmlToText } from '../../src/templates/html-text.ts';
-import { DEFAULT_RENDER_LIMITS } from '../../src/templates/limits.ts';
+import { DEFAULT_RENDER_LIMITS } from '../../src/lib/render-limits.ts';
 import { parseTemplate } from '../../src/templates/render.ts';
 import { UntrustedPool } from '../../src/untrusted/pool.ts';
 

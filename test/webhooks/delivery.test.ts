@@ -195,11 +195,38 @@ describe('webhook delivery', () => {
     assert.equal(d.attempts, 7);
     assert.equal(d.attempted_at.length, 7);
     assert.equal(d.attempt_log.length, 7);
-    assert.ok(d.attempt_log.every((a: { response_code: number; duration_ms: number }) => a.response_code === 500 && a.duration_ms >= 0));
+    for (const a of d.attempt_log as { response_code: number; duration_ms: number }[]) {
+      assert.equal(a.response_code, 500);
+      assert.ok(Number.isInteger(a.duration_ms) && a.duration_ms < config.webhookTimeoutMs, `duration_ms ${a.duration_ms}`);
+    }
     assert.equal(d.response_body, 'boom');
     assert.equal(d.next_attempt_at, null);
     assert.match(d.last_error, /500/);
     assert.equal((await deliveries(key, webhook.id, '?status=pending')).deliveries.length, 0);
+  });
+
+  test('duration_ms is the time the receiver took to answer', async () => {
+    // A receiver that answers after a known pause, and one that answers at once:
+    // the recorded durations must tell them apart by about that pause.
+    const PAUSE_MS = 300;
+    const slow = await receiver((_q, res) => {
+      setTimeout(() => {
+        res.writeHead(500);
+        res.end('slow');
+      }, PAUSE_MS);
+    });
+    const fast = await receiver((_q, res) => {
+      res.writeHead(500);
+      res.end('fast');
+    });
+    const s = await setup(slow.url);
+    const f = await setup(fast.url);
+    await saveContact(s.key, 'slow-answer@example.com');
+    await saveContact(f.key, 'fast-answer@example.com');
+    const slowMs = (await recorded(s.key, s.webhook.id)).attempt_log[0].duration_ms as number;
+    const fastMs = (await recorded(f.key, f.webhook.id)).attempt_log[0].duration_ms as number;
+    assert.ok(slowMs >= PAUSE_MS - 5 && slowMs < config.webhookTimeoutMs, `slow receiver: ${slowMs} ms`);
+    assert.ok(fastMs >= 0 && fastMs < slowMs - PAUSE_MS / 2, `fast receiver: ${fastMs} ms, slow: ${slowMs} ms`);
   });
 
   test('disable pauses pending deliveries; enable sends them signed with the new secret', async () => {

@@ -290,6 +290,9 @@ describe('webhook pause and recover', () => {
     const leap = { since: new Date(now - 86_400_000).toISOString().slice(0, 11) + '23:59:60Z' };
     const leapRes = await api(key, 'POST', url, leap);
     assert.equal(leapRes.statusCode, 202, leapRes.body);
+    // An `until` after year 9999 once its offset is applied (it was a 500).
+    const far = await api(key, 'POST', url, { since: ok.since, until: '9999-12-31T23:59:59-15:59' });
+    assert.equal(far.statusCode, 202, far.body);
     const foreign = await api(other.key, 'POST', url, ok);
     assert.equal(foreign.statusCode, 404);
     assert.equal(foreign.json().error.code, 'NOT_FOUND');

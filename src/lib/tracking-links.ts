@@ -7,6 +7,7 @@
 // address): retention deletes old send log rows, and an unsubscribe link in an
 // old e-mail must keep working after its row is gone.
 import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { normalizeEmail } from './text.ts';
 
 export type LinkKind = 'open' | 'click' | 'honeypot' | 'unsubscribe';
 
@@ -92,5 +93,5 @@ export type RecipientBy = 'c' | 'a';
 function recipientRef(r: UnsubscribeRecipient): { by: RecipientBy; value: string } {
   return r.contactId
     ? { by: 'c', value: r.contactId }
-    : { by: 'a', value: Buffer.from(r.email.trim().toLowerCase(), 'utf8').toString('base64url') };
+    : { by: 'a', value: Buffer.from(normalizeEmail(r.email), 'utf8').toString('base64url') };
 }

@@ -6,6 +6,7 @@ import { createHmac } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 export type SuppressionReason = 'unsubscribed' | 'soft_bounce' | 'manual' | 'bounced_hard' | 'complained' | 'erased';
 
@@ -19,7 +20,7 @@ const STRENGTH: SuppressionReason[] = ['unsubscribed', 'soft_bounce', 'manual', 
 
 /** The keyed hash an erased address is kept as (the address itself is not). */
 export function emailHmac(secret: string, email: string): string {
-  return createHmac('sha256', secret).update(`plover:suppression:${email.trim().toLowerCase()}`).digest('hex');
+  return createHmac('sha256', secret).update(`plover:suppression:${normalizeEmail(email)}`).digest('hex');
 }
 
 type Tx = Transaction<Database>;
@@ -40,7 +41,7 @@ export async function suppress(
   // Sorted: concurrent writers take the index's row locks in one order.
   const list = [...byKey.values()]
     .sort((a, b) => (a.team_id + a.email < b.team_id + b.email ? -1 : 1))
-    .map((r) => ({ team_id: r.team_id, email: r.email.trim().toLowerCase(), reason: r.reason, message_id: r.message_id ?? null }));
+    .map((r) => ({ team_id: r.team_id, email: normalizeEmail(r.email), reason: r.reason, message_id: r.message_id ?? null }));
   await sql`
     INSERT INTO suppressions AS s (team_id, email, reason, message_id)
     SELECT x.team_id, x.email, x.reason, x.message_id

@@ -1,4 +1,4 @@
-// Pool tasks for templates (run in the untrusted pool's threads, see pool.ts):
+// Pool tasks for templates (run in the untrusted pool's threads, see untrusted/pool.ts):
 // checking a template at create time, and rendering one message (campaign,
 // transactional or preview) from a template and its variables. Inputs and
 // results are plain, structured-cloneable data; the tracking key is derived
@@ -9,12 +9,13 @@
 // updated_at), so a campaign parses each template once per thread, not once
 // per message; the cached source is compared with the given one, so a stale
 // key can never render other text.
-import { TrackingLinks, type UnsubscribeRecipient } from '../mail/tracking-links.ts';
-import { escapeHtml, rewriteHtml } from '../mail/html-links.ts';
-import type { ErrorDetail } from '../http/errors.ts';
-import type { RenderLimits } from '../templates/limits.ts';
-import { describeLiquidError, limitErrorOf, parseCount, parseTemplate, renderParsed } from '../templates/render.ts';
-import { htmlToText } from '../templates/html-text.ts';
+import { TrackingLinks, type UnsubscribeRecipient } from '../lib/tracking-links.ts';
+import { rewriteHtml } from './html-links.ts';
+import { escapeHtml } from '../lib/text.ts';
+import type { ErrorDetail } from '../lib/errors.ts';
+import type { RenderLimits } from '../lib/render-limits.ts';
+import { describeLiquidError, limitErrorOf, parseCount, parseTemplate, renderParsed } from './render.ts';
+import { htmlToText } from './html-text.ts';
 import type { Template } from 'liquidjs';
 
 export type TemplateField = 'subject' | 'content' | 'alt_content';

@@ -1,7 +1,7 @@
 // Hard caps on what one template may cost. They hold wherever a template is
 // parsed or rendered (template create, dashboard preview, campaign and
 // transactional sends), because they are enforced inside the render engine
-// (templates/render.ts) and the pool tasks (untrusted/render-tasks.ts), not by
+// (templates/render.ts) and the pool tasks (templates/render-tasks.ts), not by
 // the callers. docs/security.md lists them with their settings.
 
 /** Template `content` and `alt_content` at most (the contract: 1 MiB), in characters. */

@@ -6,10 +6,9 @@
 // (`<a\b[^>]*?\bhref…` over the whole document) took 10 s on `<a ` repeated
 // 100,000 times, because every `<a` rescanned the rest of the document.
 import { QuoteType, Tokenizer } from 'htmlparser2';
-import { TemplateLimitError } from '../templates/render.ts';
+import { TemplateLimitError } from './render.ts';
+import { escapeHtml } from '../lib/text.ts';
 
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (ch) => HTML_ESCAPES[ch]!);
 
 export type HtmlRewrite = {
   /** The new target of an <a href>, unescaped; null keeps the link as it is. Absent: no link is touched. */

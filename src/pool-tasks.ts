@@ -1,4 +1,4 @@
-// The worker-thread side of the untrusted pool (pool.ts): each named export is
+// The worker-thread side of the untrusted pool (untrusted/pool.ts): each named export is
 // one task, run by name with `pool.run(name, input)`. Tasks are pure functions
 // of their structured-cloneable input; they keep only caches (e.g. compiled
 // templates) between calls.
@@ -7,6 +7,6 @@
 export function ping(input: unknown): unknown {
   return input;
 }
-export { parseJson } from './json-task.ts';
+export { parseJson } from './untrusted/json-task.ts';
 
-export { checkTemplate, renderMessage, renderStats } from './render-tasks.ts';
+export { checkTemplate, renderMessage, renderStats } from './templates/render-tasks.ts';

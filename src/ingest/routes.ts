@@ -1,11 +1,12 @@
 // Event ingestion API (decisions.md §7): POST /email/events, GET /email/events/{id}
 // and GET /email/events/{id}/decisions. Registered at /public/v1/email/events.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { sql } from 'kysely';
 import { Type } from 'typebox';
-import { notFound, validationFailed } from '../http/errors.ts';
+import { notFound, validationFailed } from '../lib/errors.ts';
 import { DateTime, StringOrNull, withErrors } from '../http/schemas.ts';
 import { checkIngestInput, ingestEvent, INGEST_EVENT_NAMES } from './ingest.ts';
+import { findEventDecisions, findEventView } from './queries.ts';
+import { DecisionObject } from '../campaigns/schemas.ts';
 import { UUID_RE } from '../http/schemas.ts';
 
 const TAGS = ['events'];
@@ -44,26 +45,6 @@ const EventObject = Type.Object({
   event_payload: Type.Record(Type.String(), Type.Unknown(), { description: 'The webhook payload of the event (interface.md 6.3)' }),
 });
 
-export const DecisionObject = Type.Object({
-  id: Type.String(),
-  campaign_id: Type.String(),
-  campaign_name: StringOrNull,
-  campaign_send_id: StringOrNull,
-  contact_id: StringOrNull,
-  decision: Type.Enum(['send', 'skip']),
-  reason: Type.Union([Type.String(), Type.Null()], {
-    description:
-      'Why nothing was sent: paused, unsubscribed, bounced, complained, segment_mismatch, cooldown, daily_cap, ' +
-      'no_mail_account, account_daily_limit, no_template; null for a send',
-  }),
-  email_send_log_id: StringOrNull,
-  send_status: Type.Union([Type.String(), Type.Null()], { description: 'Status of the e-mail of a send decision (queued, sending, sent, …)' }),
-  template_id: StringOrNull,
-  mail_account_id: StringOrNull,
-  decided_at: DateTime,
-});
-
-const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
 
 export const ingestRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.deps;
@@ -104,14 +85,9 @@ export const ingestRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const id = request.params.id;
       if (!UUID_RE.test(id)) throw notFound('event');
-      const { rows } = await sql<Record<string, unknown>>`
-        SELECT e.id, e.team_id, e.name AS event_name, e.contact_id, coalesce(k.email, e.payload ->> 'email') AS email,
-               e.idempotency_key, ${iso('e.occurred_at')} AS occurred_at, ${iso('e.created_at')} AS created_at,
-               ${iso('e.processed_at')} AS processed_at, coalesce(e.input, e.payload) AS payload, e.payload AS event_payload
-          FROM events e LEFT JOIN contacts k ON k.id = e.contact_id AND k.team_id = e.team_id
-         WHERE e.team_id = ${request.auth!.teamId} AND e.id = ${id}`.execute(db);
-      if (!rows[0]) throw notFound('event');
-      return { ok: true as const, event: rows[0] as never };
+      const event = await findEventView(db, request.auth!.teamId, id);
+      if (!event) throw notFound('event');
+      return { ok: true as const, event: event as never };
     },
   );
 
@@ -142,17 +118,9 @@ export const ingestRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const id = request.params.id;
       const teamId = request.auth!.teamId;
       if (!UUID_RE.test(id)) throw notFound('event');
-      const event = await db.selectFrom('events').select(['id', 'processed_at']).where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
-      if (!event) throw notFound('event');
-      const { rows } = await sql<Record<string, unknown>>`
-        SELECT d.id, d.campaign_id, c.name AS campaign_name, d.campaign_send_id, d.contact_id, d.decision, d.reason,
-               d.email_send_log_id, l.status AS send_status, l.template_id, l.mail_account_id, ${iso('d.decided_at')} AS decided_at
-          FROM campaign_decisions d
-          LEFT JOIN campaigns c ON c.id = d.campaign_id AND c.team_id = d.team_id
-          LEFT JOIN email_send_log l ON l.id = d.email_send_log_id AND l.team_id = d.team_id
-         WHERE d.team_id = ${teamId} AND d.event_id = ${id}
-         ORDER BY c.created_at, d.campaign_id`.execute(db);
-      return { ok: true as const, event_id: id, processed: event.processed_at !== null, decisions: rows as never };
+      const found = await findEventDecisions(db, teamId, id);
+      if (!found) throw notFound('event');
+      return { ok: true as const, event_id: id, processed: found.processed, decisions: found.decisions as never };
     },
   );
 };

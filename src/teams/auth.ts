@@ -3,10 +3,10 @@
 // revoked key keeps working in another process (decided: 5 s).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../db/pool.ts';
-import { hashApiKey, looksLikeApiKey } from '../teams/keys.ts';
-import { findLiveKeyByHash, touchApiKey } from '../teams/queries.ts';
-import { AppError } from './errors.ts';
-import { leaveBodyUnread } from './unread-body.ts';
+import { hashApiKey, looksLikeApiKey } from './keys.ts';
+import { findLiveKeyByHash, touchApiKey } from './queries.ts';
+import { AppError } from '../lib/errors.ts';
+import { leaveBodyUnread } from '../http/unread-body.ts';
 
 export type Auth = { teamId: string; keyId: string };
 

@@ -1,5 +1,5 @@
-// Event ingestion (decisions.md §7) and campaign submit (§6): the event row,
-// its contact, lead or sale, counters and processing job commit together.
+// Event ingestion (the contract's events section): the event row, its contact,
+// lead or sale, counters and processing job commit together.
 //
 // Idempotency: the event row is inserted first with ON CONFLICT DO NOTHING on
 // UNIQUE (team_id, idempotency_key). A concurrent request with the same key
@@ -9,12 +9,11 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
-import { decide, type Candidate, type Decision } from '../campaigns/engine.ts';
-import type { SendDataValue } from '../campaigns/schemas.ts';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../http/errors.ts';
-import { savedPayload } from '../contacts/queries.ts';
-import { emit } from './emit.ts';
+import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
+import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
+import { claimEvent, emit, enqueueEventProcessing } from '../events/emit.ts';
 import { UUID_RE } from '../http/schemas.ts';
+import { normalizeEmail } from '../lib/text.ts';
 
 type Tx = Transaction<Database>;
 
@@ -62,22 +61,6 @@ export function checkIngestInput(body: IngestInput): ErrorDetail[] {
   return details;
 }
 
-type EventInsert = { teamId: string; name: string; key?: string; occurredAt?: string; input: Record<string, unknown> | null };
-
-/** Inserts the event row, or returns the id of the event that already has this key. */
-async function claimEvent(tx: Tx, e: EventInsert): Promise<{ id: string; occurred_at: Date; duplicate: boolean }> {
-  const { rows } = await sql<{ id: string; occurred_at: Date }>`
-    INSERT INTO events (team_id, name, idempotency_key, occurred_at, input)
-    VALUES (${e.teamId}, ${e.name}, ${e.key ?? null}, coalesce(${e.occurredAt ?? null}::timestamptz, now()),
-            ${e.input === null ? null : JSON.stringify(e.input)}::jsonb)
-    ON CONFLICT (team_id, idempotency_key) DO NOTHING
-    RETURNING id, occurred_at`.execute(tx);
-  if (rows[0]) return { ...rows[0], duplicate: false };
-  const first = await sql<{ id: string; occurred_at: Date }>`
-    SELECT id, occurred_at FROM events WHERE team_id = ${e.teamId} AND idempotency_key = ${e.key!}`.execute(tx);
-  return { ...first.rows[0], duplicate: true };
-}
-
 type ContactRow = { id: string; email: string; first_name: string | null; last_name: string | null; phone: string | null;
   foreign_id: string | null; country_code: string | null; status: string; created_at: Date; updated_at: Date; created: boolean };
 
@@ -116,13 +99,9 @@ async function checkAttribution(tx: Tx, teamId: string, p: Record<string, unknow
   if (details.length) throw validationFailed(details, 'invalid event');
 }
 
-async function enqueueProcessing(tx: Tx, eventId: string): Promise<void> {
-  await sql`SELECT graphile_worker.add_job('process_events', json_build_object('event_ids', json_build_array(${eventId}::text)), max_attempts => 25)`.execute(tx);
-}
-
 /** Records one ingested event with its effects; a repeated idempotency_key returns the first event and does nothing. */
 export async function ingestEvent(db: Db, teamId: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
-  const email = input.email?.trim().toLowerCase();
+  const email = input.email === undefined ? undefined : normalizeEmail(input.email);
   const p = input.payload ?? {};
   return db.transaction().execute(async (tx) => {
     if (input.event_name === 'lead.created' || input.event_name === 'sale.created') await checkAttribution(tx, teamId, p);
@@ -139,10 +118,7 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
         break;
       case 'contact.unsubscribed': {
         const reason = typeof p.reason === 'string' ? p.reason : null;
-        const { rows } = await sql<{ unsubscribed_at: Date }>`
-          UPDATE contacts SET status = 'unsubscribed', unsubscribed_at = now(), unsubscribed_reason = ${reason}, updated_at = now()
-           WHERE id = ${contact!.id} AND team_id = ${teamId} AND status <> 'unsubscribed'
-          RETURNING unsubscribed_at`.execute(tx);
+        const { changed: rows } = await markUnsubscribed(tx, teamId, [contact!.email], reason);
         // Already unsubscribed: recorded, but no second email.contact.unsubscribed webhook.
         process = rows.length > 0;
         payload = {
@@ -193,63 +169,7 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
     await sql`UPDATE events SET contact_id = ${contact?.id ?? null}, payload = ${JSON.stringify(payload)}::jsonb,
                      processed_at = ${process ? null : sql`now()`}
                WHERE id = ${ev.id}`.execute(tx);
-    if (process) await enqueueProcessing(tx, ev.id);
+    if (process) await enqueueEventProcessing(tx, [ev.id]);
     return { eventId: ev.id, duplicate: false };
-  });
-}
-
-export type SubmitInput = { event_name?: string; email?: string; idempotency_key?: string; payload?: Record<string, unknown> };
-
-/**
- * Fires one campaign for one existing contact, now, in the request's
- * transaction: the decision (send or skip, with the same rules as a trigger) is
- * the answer. The submission is recorded as an event (already processed: it
- * triggers no other campaign and no webhook), so the same idempotency_key
- * returns the first decision.
- */
-export async function submitToCampaign(db: Db, teamId: string, campaignId: string, input: SubmitInput): Promise<{ eventId: string; decision: Decision | null }> {
-  return db.transaction().execute(async (tx) => {
-    const { rows } = await sql<{ trigger_events: string[]; send_id: string | null; status: string | null; send_data: SendDataValue }>`
-      SELECT c.trigger_events, s.id AS send_id, s.status, s.send_data
-        FROM campaigns c
-        LEFT JOIN LATERAL (SELECT id, status, send_data FROM campaign_sends s
-                            WHERE s.campaign_id = c.id AND s.team_id = c.team_id ORDER BY s.created_at DESC, s.id DESC LIMIT 1) s ON true
-       WHERE c.team_id = ${teamId} AND c.id = ${campaignId}`.execute(tx);
-    const campaign = rows[0];
-    if (!campaign) throw notFound('campaign');
-    if (!campaign.send_id || (campaign.status !== 'active' && campaign.status !== 'paused')) {
-      throw new AppError('CONFLICT', `campaign send is ${campaign.status ?? 'missing'}; nothing can be submitted to it`);
-    }
-    const email = input.email?.trim().toLowerCase();
-    const contact = email
-      ? (await sql<{ id: string }>`SELECT id FROM contacts WHERE team_id = ${teamId} AND email = ${email}`.execute(tx)).rows[0]
-      : undefined;
-    const name = input.event_name ?? campaign.trigger_events[0] ?? 'contact.saved';
-    const ev = await claimEvent(tx, { teamId, name, key: input.idempotency_key, input: input.payload ?? null });
-    if (ev.duplicate) {
-      const { rows: prior } = await sql<Decision>`
-        SELECT d.id, d.event_id, d.campaign_id, d.campaign_send_id, d.contact_id, d.decision, d.reason, d.email_send_log_id,
-               l.template_id, l.mail_account_id, d.decided_at
-          FROM campaign_decisions d LEFT JOIN email_send_log l ON l.id = d.email_send_log_id
-         WHERE d.event_id = ${ev.id} AND d.team_id = ${teamId}`.execute(tx);
-      if (prior.length !== 1 || prior[0].campaign_id !== campaignId) {
-        throw new AppError('CONFLICT', 'idempotency_key was already used by another event');
-      }
-      return { eventId: ev.id, decision: prior[0] };
-    }
-    if (!contact) {
-      const message = email ? 'no contact with this address in this team' : 'is required (idempotency_key alone names no contact)';
-      throw validationFailed([{ field: 'email', message }], 'invalid submission');
-    }
-    // Decided here and now (decided_at set), so no process_events job takes it for the other campaigns.
-    await sql`UPDATE events SET contact_id = ${contact.id}, processed_at = now(), decided_at = now(),
-                     payload = ${JSON.stringify({ source: 'submit', campaign_id: campaignId, contact_id: contact.id, email })}::jsonb
-               WHERE id = ${ev.id}`.execute(tx);
-    const candidate: Candidate = {
-      event_id: ev.id, team_id: teamId, contact_id: contact.id, campaign_id: campaignId,
-      campaign_send_id: campaign.send_id, send_status: campaign.status, send_data: campaign.send_data,
-    };
-    const [decision] = await decide(tx, [candidate], new Date());
-    return { eventId: ev.id, decision: decision ?? null };
   });
 }

@@ -1,0 +1,74 @@
+// The background jobs: one name and one payload type per job, declared to
+// graphile-worker (GraphileWorker.Tasks) so a task's payload is typed where it
+// is handled, and one way to enqueue them (addJobs) so name, payload, priority
+// and attempts are never spelled out by hand at a call site. The handlers are
+// registered in src/tasks.ts; payloads carry ids only, the task re-reads rows.
+import { sql, type Kysely } from 'kysely';
+
+export type JobPayloads = {
+  /** Events recorded by emit() (events/emit.ts), up to EVENTS_PER_JOB a job. */
+  process_events: { event_ids: string[] };
+  /** email_send_log rows to send: a batch from the engine, one id for a retry. */
+  send_email: { email_send_log_ids: string[] };
+  /** Cron (webhooks/backlog.ts): no payload. */
+  webhook_paused_backlog: Record<string, never>;
+  /** Cron (ops/retention.ts): no payload. */
+  retention: Record<string, never>;
+  /** Cron (webhooks/auto-disable.ts): no payload. */
+  webhook_auto_disable: Record<string, never>;
+  /** One uploaded CSV file (contacts/imports.ts). */
+  contact_import: { import_id: string };
+};
+
+declare global {
+  namespace GraphileWorker {
+    interface Tasks extends JobPayloads {}
+  }
+}
+
+export type JobName = keyof JobPayloads;
+
+/**
+ * graphile-worker runs lower numbers first; the queue is shared by all teams,
+ * so this order is what keeps a password reset ahead of a broadcast.
+ */
+export const JOB_PRIORITY = {
+  transactional: -2,
+  eventTriggered: -1,
+  eventProcessing: 0,
+  broadcast: 1,
+  /** Imports, retention, housekeeping crons. */
+  background: 2,
+} as const;
+
+const JOB_DEFAULTS: { [N in JobName]: { maxAttempts: number; priority: number } } = {
+  // Event handlers are idempotent and cheap to retry; a long outage should not drop events.
+  process_events: { maxAttempts: 25, priority: JOB_PRIORITY.eventProcessing },
+  send_email: { maxAttempts: 10, priority: JOB_PRIORITY.eventTriggered },
+  webhook_paused_backlog: { maxAttempts: 25, priority: JOB_PRIORITY.background },
+  retention: { maxAttempts: 25, priority: JOB_PRIORITY.background },
+  webhook_auto_disable: { maxAttempts: 25, priority: JOB_PRIORITY.background },
+  // One attempt: a re-run would redo committed batches (harmless, upserts are
+  // idempotent) but the import page would count them twice; a failure is shown instead.
+  contact_import: { maxAttempts: 1, priority: JOB_PRIORITY.background },
+};
+
+export type JobSpec<N extends JobName> = { payload: JobPayloads[N]; priority?: number; runAt?: Date; maxAttempts?: number };
+
+/**
+ * Enqueues jobs of one kind in the caller's transaction (one statement for any
+ * number), so they commit or roll back with the change that caused them.
+ */
+export async function addJobs<N extends JobName, D>(db: Kysely<D>, name: N, jobs: JobSpec<N>[]): Promise<void> {
+  if (jobs.length === 0) return;
+  const d = JOB_DEFAULTS[name];
+  const specs = jobs.map((j) => ({
+    identifier: name,
+    payload: j.payload,
+    priority: j.priority ?? d.priority,
+    max_attempts: j.maxAttempts ?? d.maxAttempts,
+    ...(j.runAt ? { run_at: j.runAt.toISOString() } : {}),
+  }));
+  await sql`SELECT graphile_worker.add_jobs(
+      ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${JSON.stringify(specs)}::json)))`.execute(db);
+}

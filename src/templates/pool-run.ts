@@ -1,0 +1,43 @@
+// Running a template task in the untrusted pool: what a budget overrun means
+// for the caller (the template's fault, a RenderFailure) and what it does not
+// (a full pool, retried). Shared by template create's check and message render.
+import { UntrustedWorkError, type UntrustedPool } from '../untrusted/pool.ts';
+import type { TemplateField } from './render-tasks.ts';
+
+/**
+ * The template could not be rendered for this message: over a cap, over its
+ * time or memory budget, or a Liquid error. The message fails with `message`;
+ * it is the template's fault, so retrying would fail again. (A full pool is
+ * not this: UntrustedWorkError 'overloaded' passes through, to be retried.)
+ */
+export class RenderFailure extends Error {
+  readonly field: TemplateField;
+  readonly reason: 'limit' | 'timeout' | 'memory' | 'crashed' | 'liquid';
+  constructor(field: TemplateField, reason: RenderFailure['reason'], message: string) {
+    super(message);
+    this.name = 'RenderFailure';
+    this.field = field;
+    this.reason = reason;
+  }
+}
+
+/**
+ * The pool's budget for a task starts when a thread takes it and is only a
+ * backstop: the render budget proper is enforced in the thread (Liquid's
+ * render deadline). The allowance covers what the thread's own clock does not
+ * see: starting a fresh thread (after one was ended) and waiting for a core.
+ */
+export const POOL_QUEUE_ALLOWANCE_MS = 5_000;
+
+/** Runs a pool task for a template on behalf of `team` (the pool's fair share); budget overruns become RenderFailure, a full pool stays UntrustedWorkError. */
+export async function runTemplateTask<T>(pool: UntrustedPool, task: string, input: unknown, budgetMs: number, team?: string): Promise<T> {
+  try {
+    return await pool.run<T>(task, input, budgetMs + POOL_QUEUE_ALLOWANCE_MS, team);
+  } catch (err) {
+    if (err instanceof UntrustedWorkError && err.reason !== 'overloaded') {
+      const what = { timeout: `took longer than ${budgetMs + POOL_QUEUE_ALLOWANCE_MS} ms`, memory: 'used more memory than allowed', crashed: 'stopped the renderer' }[err.reason];
+      throw new RenderFailure('content', err.reason, `template ${what}`);
+    }
+    throw err;
+  }
+}
