@@ -19,6 +19,8 @@ export type IntakeConfig = {
   jsonPoolThresholdBytes: number;
   /** Bulk-limit requests of one team in flight in one process; more are 429. */
   heavyRequestsPerTeam: number;
+  /** Bulk-limit requests of all teams together in flight in one process; more are 503. */
+  heavyRequestsTotal: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   keepAliveTimeoutMs: number;
@@ -60,6 +62,7 @@ export function loadIntakeConfig(env: NodeJS.ProcessEnv, int: IntReader, fail: (
     jsonMaxValues: int('JSON_MAX_VALUES', 100_000, 100, 10_000_000),
     jsonPoolThresholdBytes: int('JSON_POOL_THRESHOLD_BYTES', 64 * 1024, 0, 1024 * MIB),
     heavyRequestsPerTeam: int('HEAVY_REQUESTS_PER_TEAM', 2, 1, 1000),
+    heavyRequestsTotal: int('HEAVY_REQUESTS_TOTAL', 4, 1, 10_000),
     headersTimeoutMs,
     requestTimeoutMs,
     keepAliveTimeoutMs: int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),

@@ -49,7 +49,7 @@ export async function templatePages(app: FastifyInstance): Promise<void> {
         campaign: null,
         // Inert links: no tracking, and the unsubscribe link points nowhere.
         links: null,
-      }, { limits: config.render });
+      }, { limits: config.render, team: teamId });
       return render(request, reply, 'template', { template, email: contact.email, contact, subject: message.subject, html: message.html, text: message.text });
     } catch (err) {
       // A template that fails for this contact (a cap, its budget, a bad

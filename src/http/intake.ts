@@ -81,25 +81,40 @@ function mediaTypeOf(request: FastifyRequest): string {
   return (typeof raw === 'string' ? raw : '').split(';')[0]!.trim().toLowerCase();
 }
 
-/** Per-process count of a team's bulk requests in flight. */
+/**
+ * Per-process count of bulk requests in flight, per team and in all. The
+ * per-team cap keeps one team from taking every slot; the total bounds the
+ * memory of bodies near the 10 MiB limit held at once whatever the number of
+ * teams (each costs tens of MiB between its buffer, its string and the parse).
+ */
 export class HeavyRequestGate {
   private readonly inFlight = new Map<string, number>();
+  private total = 0;
   readonly max: number;
-  constructor(max: number) {
+  readonly maxTotal: number;
+  constructor(max: number, maxTotal = Infinity) {
     this.max = max;
+    this.maxTotal = maxTotal;
   }
-  /** Takes a slot for the team; false when it has `max` in flight. The slot is freed when the response closes. */
-  enter(teamId: string, reply: FastifyReply): boolean {
+  /**
+   * Takes a slot for the team: 'team' when the team has `max` in flight,
+   * 'total' when the process has `maxTotal`, else 'ok' (the slot is freed when
+   * the response closes).
+   */
+  enter(teamId: string, reply: FastifyReply): 'ok' | 'team' | 'total' {
     const n = this.inFlight.get(teamId) ?? 0;
-    if (n >= this.max) return false;
+    if (n >= this.max) return 'team';
+    if (this.total >= this.maxTotal) return 'total';
     this.inFlight.set(teamId, n + 1);
+    this.total++;
     // 'close' fires exactly once, after the answer or when the client goes away.
     reply.raw.once('close', () => {
+      this.total--;
       const left = (this.inFlight.get(teamId) ?? 1) - 1;
       if (left <= 0) this.inFlight.delete(teamId);
       else this.inFlight.set(teamId, left);
     });
-    return true;
+    return 'ok';
   }
   count(teamId: string): number {
     return this.inFlight.get(teamId) ?? 0;
@@ -112,10 +127,11 @@ export class HeavyRequestGate {
  * routes that take JSON and got nothing.
  */
 export function installApiIntake(api: FastifyInstance, config: Config): HeavyRequestGate {
-  const gate = new HeavyRequestGate(config.intake.heavyRequestsPerTeam);
+  const gate = new HeavyRequestGate(config.intake.heavyRequestsPerTeam, config.intake.heavyRequestsTotal);
   api.addHook('preParsing', async (request, reply) => {
     if (!BODY_METHODS.has(request.method)) return;
-    if (request.routeOptions.config.bodyClass === 'bulk' && request.auth && !gate.enter(request.auth.teamId, reply)) {
+    const entered = request.routeOptions.config.bodyClass === 'bulk' && request.auth ? gate.enter(request.auth.teamId, reply) : 'ok';
+    if (entered === 'team') {
       leaveBodyUnread(request, reply);
       throw new AppError(
         'RATE_LIMITED',
@@ -123,6 +139,12 @@ export function installApiIntake(api: FastifyInstance, config: Config): HeavyReq
         undefined,
         { 'retry-after': '1' },
       );
+    }
+    if (entered === 'total') {
+      leaveBodyUnread(request, reply);
+      throw new AppError('SERVICE_UNAVAILABLE', 'the server is handling as many bulk requests as it takes at once; retry shortly', undefined, {
+        'retry-after': '1',
+      });
     }
     if (!hasBody(request)) {
       // Zero bytes under any content type: Fastify then skips the parser.

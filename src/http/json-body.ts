@@ -4,7 +4,7 @@
 // clone of its result, not for the parse and the walk (figures in
 // docs/security.md, "Request intake limits"). The checks themselves are in
 // lib/json-check.ts.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { untrustedPool, UntrustedWorkError } from '../untrusted/pool.ts';
 import { AppError, fieldPath, validationFailed } from './errors.ts';
 import { MAX_JSON_DEPTH, parseJsonBody, type JsonLimits, type ParsedJson } from '../lib/json-check.ts';
@@ -13,10 +13,19 @@ export { MAX_JSON_DEPTH } from '../lib/json-check.ts';
 
 export type JsonBodyOptions = { maxValues: number; poolThresholdBytes: number };
 
+/**
+ * Wall-clock backstop of one parse in the pool. Parsing is linear and bounded
+ * by the body limits (a 10 MiB body takes well under a second of CPU), so this
+ * only has to outlast a busy machine: the pool's threads run at a lower
+ * priority, and at load 15 on two cores a 1 MiB body took over the former 2 s.
+ */
+const JSON_PARSE_BUDGET_MS = 10_000;
+
 /** Counts parses by where they ran; tests read it to prove a body was never parsed. */
 export const jsonParseCount = { inline: 0, pool: 0 };
 
-export async function parseJsonRequestBody(text: string, opts: JsonBodyOptions): Promise<unknown> {
+/** `team`: the authenticated team whose body this is (the pool's fair share); none on routes without a key. */
+export async function parseJsonRequestBody(text: string, opts: JsonBodyOptions, team?: string): Promise<unknown> {
   const limits: JsonLimits = { maxDepth: MAX_JSON_DEPTH, maxValues: opts.maxValues };
   let parsed: ParsedJson;
   if (text.length <= opts.poolThresholdBytes) {
@@ -25,7 +34,7 @@ export async function parseJsonRequestBody(text: string, opts: JsonBodyOptions):
   } else {
     jsonParseCount.pool++;
     try {
-      parsed = await untrustedPool().run<ParsedJson>('parseJson', { text, limits });
+      parsed = await untrustedPool().run<ParsedJson>('parseJson', { text, limits }, JSON_PARSE_BUDGET_MS, team);
     } catch (err) {
       if (!(err instanceof UntrustedWorkError)) throw err;
       if (err.reason === 'overloaded' || err.reason === 'crashed') {
@@ -42,5 +51,6 @@ export async function parseJsonRequestBody(text: string, opts: JsonBodyOptions):
 
 export function installJsonParser(app: FastifyInstance, opts: JsonBodyOptions): void {
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request: unknown, body: string | Buffer) => parseJsonRequestBody(String(body), opts));
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request: FastifyRequest, body: string | Buffer) =>
+    parseJsonRequestBody(String(body), opts, request.auth?.teamId));
 }

@@ -17,7 +17,7 @@ export const LIQUID_MAX_NESTING = 100;
 export const LIQUID_MEMORY_UNITS = 10_000_000;
 
 export type RenderLimits = {
-  /** Time one template field may take to parse, measured in the pool thread at create; also bounds a cache miss at send, ms. */
+  /** Time one template field may take to parse, measured as the pool thread's CPU time at create; also bounds a cache miss at send, ms. */
   parseBudgetMs: number;
   /** Wall-clock budget of rendering one message (subject, HTML, text share it), measured in the pool thread, ms. */
   renderBudgetMs: number;

@@ -29,7 +29,8 @@ export type MessageInput = Omit<RenderMessageInput, 'limits' | 'contact'> & {
 
 export type RenderedMessage = Mail.Options & { subject: string; html: string; text: string; messageId: string };
 
-export type RenderOptions = { limits?: RenderLimits; pool?: UntrustedPool };
+/** `team`: whose message this is, for the pool's fair share between teams. */
+export type RenderOptions = { limits?: RenderLimits; pool?: UntrustedPool; team?: string };
 
 
 /** The Message-ID domain: the sender's, so receivers see an ID of the sending domain. */
@@ -51,7 +52,7 @@ export async function renderMessage(m: MessageInput, opts: RenderOptions = {}): 
     limits,
   };
   // A cache miss parses too: the budget covers a parse and a render.
-  const r = await runTemplateTask<RenderMessageResult>(opts.pool ?? untrustedPool(), 'renderMessage', input, limits.parseBudgetMs + limits.renderBudgetMs);
+  const r = await runTemplateTask<RenderMessageResult>(opts.pool ?? untrustedPool(), 'renderMessage', input, limits.parseBudgetMs + limits.renderBudgetMs, opts.team);
   if (!r.ok) throw new RenderFailure(r.field, r.limit ? 'limit' : 'liquid', `${r.field}: ${r.message}`);
 
   const messageId = messageIdFor(m.sendLogId, account.from_email);

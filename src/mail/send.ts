@@ -136,7 +136,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
             replyTo: transactional.reply_to, listUnsubscribe: transactional.list_unsubscribe, hasContact: contact !== null,
           } : {}),
         },
-        { limits: config.render },
+        { limits: config.render, team: row.team_id },
       );
     } catch (err) {
       // The template's fault (a cap, its budget, a Liquid error): this message

@@ -10,12 +10,12 @@ import { DEFAULT_RENDER_LIMITS, type RenderLimits } from '../lib/render-limits.t
 
 export async function checkTemplate(
   fields: Partial<Record<TemplateField, string>>,
-  opts: { deriveAlt: boolean; limits?: RenderLimits; pool?: UntrustedPool },
+  opts: { deriveAlt: boolean; limits?: RenderLimits; pool?: UntrustedPool; team?: string },
 ): Promise<{ details: ErrorDetail[]; altContent?: string }> {
   const limits = opts.limits ?? DEFAULT_RENDER_LIMITS;
   const input: CheckTemplateInput = { fields, deriveAlt: opts.deriveAlt, limits };
   try {
-    return await runTemplateTask<CheckTemplateResult>(opts.pool ?? untrustedPool(), 'checkTemplate', input, 2 * limits.parseBudgetMs + limits.renderBudgetMs);
+    return await runTemplateTask<CheckTemplateResult>(opts.pool ?? untrustedPool(), 'checkTemplate', input, 2 * limits.parseBudgetMs + limits.renderBudgetMs, opts.team);
   } catch (err) {
     if (err instanceof RenderFailure) return { details: [{ field: 'content', message: `${err.message} while being checked` }] };
     if (err instanceof UntrustedWorkError) {

@@ -22,17 +22,17 @@ export class RenderFailure extends Error {
 }
 
 /**
- * The pool's budget for a task starts when the task is queued, not when a
- * thread takes it, so it is only a backstop: the render budget proper is
- * enforced in the thread (Liquid's render deadline), and this allowance keeps
- * a task that waited behind others from being failed for the wait.
+ * The pool's budget for a task starts when a thread takes it and is only a
+ * backstop: the render budget proper is enforced in the thread (Liquid's
+ * render deadline). The allowance covers what the thread's own clock does not
+ * see: starting a fresh thread (after one was ended) and waiting for a core.
  */
 export const POOL_QUEUE_ALLOWANCE_MS = 5_000;
 
-/** Runs a pool task for a template; budget overruns become RenderFailure, a full pool stays UntrustedWorkError. */
-export async function runTemplateTask<T>(pool: UntrustedPool, task: string, input: unknown, budgetMs: number): Promise<T> {
+/** Runs a pool task for a template on behalf of `team` (the pool's fair share); budget overruns become RenderFailure, a full pool stays UntrustedWorkError. */
+export async function runTemplateTask<T>(pool: UntrustedPool, task: string, input: unknown, budgetMs: number, team?: string): Promise<T> {
   try {
-    return await pool.run<T>(task, input, budgetMs + POOL_QUEUE_ALLOWANCE_MS);
+    return await pool.run<T>(task, input, budgetMs + POOL_QUEUE_ALLOWANCE_MS, team);
   } catch (err) {
     if (err instanceof UntrustedWorkError && err.reason !== 'overloaded') {
       const what = { timeout: `took longer than ${budgetMs + POOL_QUEUE_ALLOWANCE_MS} ms`, memory: 'used more memory than allowed', crashed: 'stopped the renderer' }[err.reason];

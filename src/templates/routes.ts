@@ -76,7 +76,7 @@ export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       // Parse, caps, trial render and alt_content derivation: in the untrusted pool, off this event loop.
       const checked = await checkTemplate(
         { content: body.content, subject: body.subject, alt_content: body.alt_content },
-        { deriveAlt: true, limits: app.deps.config.render },
+        { deriveAlt: true, limits: app.deps.config.render, team: request.auth!.teamId },
       );
       details.push(...checked.details);
       if (details.length) throw validationFailed(details);

@@ -5,6 +5,18 @@
 // is bounded"). An overrun ends that task (piscina terminates the thread and
 // starts a fresh one); the caller gets an UntrustedWorkError it maps to a 422
 // (create, preview) or a failed message (send).
+//
+// Three things keep one team's heavy work from delaying another's (measured in
+// bench/isolation.ts, figures in docs/security.md):
+// - the threads run at a lower CPU priority (nice 10, per thread on Linux), so
+//   the event loop that answers requests gets a core first;
+// - tasks wait in this module, one queue per team, and are handed to piscina
+//   round-robin between teams, never more than there are threads: piscina's
+//   own queue stays empty, so a team with a hundred queued renders does not
+//   stand in front of another team's one;
+// - a team holds at most `perTeamThreads` threads at once (default: all but
+//   one), so a second team's task finds a free thread at once instead of
+//   waiting out a 3-second template bomb.
 import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
 
@@ -13,13 +25,29 @@ export type UntrustedPoolOptions = {
   filename?: string;
   /** Threads at most (default: the machine's cores, at least 2). */
   maxThreads?: number;
-  /** Each thread's V8 old-generation heap, MiB (default 256). */
+  /** Each thread's V8 old-generation heap, MiB (default DEFAULT_POOL_HEAP_MIB). */
   maxOldGenerationSizeMb?: number;
-  /** Wall-clock budget of one task, ms (default 2,000). */
+  /** Wall-clock budget of one task, from when a thread takes it, ms (default 2,000). */
   budgetMs?: number;
-  /** Tasks waiting for a thread at most; past it a task is refused at once (default 1,000). */
+  /** Tasks waiting for a thread at most, all teams together; past it a task is refused at once (default 1,000). */
   maxQueue?: number;
+  /** Threads one team may hold at once (default: maxThreads - 1, at least 1). */
+  perTeamThreads?: number;
+  /** Nice increment of the threads (default 10; 0 leaves their priority alone). */
+  niceIncrement?: number;
 };
+
+/**
+ * Each thread's old-generation heap. Measured one task at a time in a thread:
+ * the worst legal template (1 MiB of `{{ x }}`, 150,000 tags, checked at create
+ * with its alt_content derived) fails at 96 MiB and passes at 128 since its
+ * derived alt_content is parsed after the content's tree is dropped (before,
+ * with both trees alive, it needed over 192); a 10 MiB bulk body, a render at
+ * the 8 MiB HTML cap and a 1 MiB template of ordinary markup pass at 48.
+ * 160 MiB keeps a margin over the worst; what one team can hold is one thread
+ * (perTeamThreads).
+ */
+export const DEFAULT_POOL_HEAP_MIB = 160;
 
 export type UntrustedWorkReason = 'timeout' | 'memory' | 'overloaded' | 'crashed';
 
@@ -33,42 +61,124 @@ export class UntrustedWorkError extends Error {
   }
 }
 
+/** Tasks without a team (tests, operator tools) share this queue. */
+const NO_TEAM = '';
+
+
 export class UntrustedPool {
   readonly budgetMs: number;
+  readonly maxThreads: number;
+  readonly perTeamThreads: number;
+  private readonly maxQueue: number;
   private readonly pool: Piscina;
+  /** Per team, tasks waiting for a thread, in arrival order; Map order is the round-robin order. */
+  private readonly waiting = new Map<string, (() => void)[]>();
+  private waitingCount = 0;
+  private readonly running = new Map<string, number>();
+  private runningCount = 0;
 
   constructor(opts: UntrustedPoolOptions = {}) {
     this.budgetMs = opts.budgetMs ?? 2_000;
-    const maxOld = opts.maxOldGenerationSizeMb ?? 256;
+    this.maxThreads = opts.maxThreads ?? Math.max(2, availableParallelism());
+    this.perTeamThreads = Math.max(1, Math.min(this.maxThreads, opts.perTeamThreads ?? this.maxThreads - 1));
+    this.maxQueue = opts.maxQueue ?? 1_000;
+    const maxOld = opts.maxOldGenerationSizeMb ?? DEFAULT_POOL_HEAP_MIB;
     this.pool = new Piscina({
       filename: opts.filename ?? new URL('../pool-tasks.ts', import.meta.url).href,
       minThreads: 1,
-      maxThreads: opts.maxThreads ?? Math.max(2, availableParallelism()),
-      maxQueue: opts.maxQueue ?? 1_000,
+      maxThreads: this.maxThreads,
+      // Admission happens here (never more tasks than threads), so piscina's
+      // queue only ever holds a task for the moment a thread is being started.
+      maxQueue: this.maxThreads,
       // An idle pool shrinks back to one thread: RSS of an idle service stays low.
       idleTimeout: 30_000,
+      // Per thread on Linux (piscina calls nice(2) in the thread, through
+      // @napi-rs/nice): the request-serving thread keeps its priority.
+      niceIncrement: opts.niceIncrement ?? 10,
       resourceLimits: { maxOldGenerationSizeMb: maxOld, maxYoungGenerationSizeMb: 32, stackSizeMb: 4 },
     });
   }
 
   /**
-   * Runs the named export of the worker module on `input`. Rejects with
+   * Runs the named export of the worker module on `input`, on behalf of `team`
+   * (fair share of the threads; omit it for work of no team). Rejects with
    * UntrustedWorkError on a timeout (the thread is terminated), an out-of-memory
    * thread, or a full queue; an Error thrown by the task itself passes through
-   * with its message (e.g. a Liquid syntax error).
+   * with its message (e.g. a Liquid syntax error). The budget counts from when
+   * a thread takes the task, not from the wait in the queue.
    */
-  async run<T>(name: string, input: unknown, budgetMs = this.budgetMs): Promise<T> {
-    const signal = AbortSignal.timeout(budgetMs);
+  async run<T>(name: string, input: unknown, budgetMs = this.budgetMs, team: string = NO_TEAM): Promise<T> {
+    await this.admit(team);
     try {
-      return (await this.pool.run(input, { name, signal })) as T;
+      return (await this.pool.run(input, { name, signal: AbortSignal.timeout(budgetMs) })) as T;
     } catch (err) {
       throw classify(err, budgetMs);
+    } finally {
+      this.release(team);
+    }
+  }
+
+  private canStart(team: string): boolean {
+    return this.runningCount < this.maxThreads && (this.running.get(team) ?? 0) < this.perTeamThreads;
+  }
+
+  private admit(team: string): Promise<void> {
+    if (!this.waiting.has(team) && this.canStart(team)) {
+      this.take(team);
+      return Promise.resolve();
+    }
+    if (this.waitingCount >= this.maxQueue) {
+      return Promise.reject(new UntrustedWorkError('overloaded', 'too much work is waiting; try again shortly'));
+    }
+    return new Promise<void>((resolve) => {
+      let queue = this.waiting.get(team);
+      if (!queue) this.waiting.set(team, (queue = []));
+      queue.push(resolve);
+      this.waitingCount++;
+    });
+  }
+
+  private take(team: string): void {
+    this.running.set(team, (this.running.get(team) ?? 0) + 1);
+    this.runningCount++;
+  }
+
+  private release(team: string): void {
+    const left = (this.running.get(team) ?? 1) - 1;
+    if (left <= 0) this.running.delete(team);
+    else this.running.set(team, left);
+    this.runningCount--;
+    this.dispatch();
+  }
+
+  /** Hands free threads to waiting teams, one task per team per turn, oldest turn first. */
+  private dispatch(): void {
+    let progressed = true;
+    while (progressed && this.runningCount < this.maxThreads && this.waitingCount > 0) {
+      progressed = false;
+      for (const [team, queue] of this.waiting) {
+        if (!this.canStart(team)) continue;
+        const next = queue.shift()!;
+        this.waitingCount--;
+        // Served: the team goes to the back of the round.
+        this.waiting.delete(team);
+        if (queue.length > 0) this.waiting.set(team, queue);
+        this.take(team);
+        next();
+        progressed = true;
+        break;
+      }
     }
   }
 
   /** Threads now running (for tests and metrics). */
   get threadCount(): number {
     return this.pool.threads.length;
+  }
+
+  /** Tasks now running and waiting, per team (tests and metrics). */
+  load(team: string = NO_TEAM): { running: number; waiting: number } {
+    return { running: this.running.get(team) ?? 0, waiting: this.waiting.get(team)?.length ?? 0 };
   }
 
   async close(): Promise<void> {
