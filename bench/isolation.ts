@@ -344,7 +344,7 @@ function report(r: {
       ['class', 'input', 'sent', 'answers'],
       r.classes.map((c) => {
         const st = r.stats[c];
-        const answers = st ? Object.entries(st.statuses).sort().map(([k, v]) => `${k}: ${v}`).join(', ') || '-' : '-';
+        const answers = st ? Object.entries(st.statuses).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${k}: ${v}`).join(', ') || '-' : '-';
         return [c, CLASS_LABELS[c], st ? fmt(st.sent, 0) : '0', `${answers}${st?.note ? ` (${st.note})` : ''}`];
       }),
       ['left', 'left', 'right', 'left'],

@@ -108,10 +108,11 @@ if (unknown.length) fail(`unknown benchmark ${unknown.join(', ')}`);
 if (!names.length) fail('no benchmarks found');
 const flags: Record<string, number | undefined> = {};
 for (const [flag, { bench }] of Object.entries(BENCH_FLAGS)) {
-  const raw = (args.values as Record<string, unknown>)[flag];
+  // Declared with type 'string' in parse().
+  const raw = (args.values as Record<string, string | undefined>)[flag];
   if (raw === undefined) continue;
   if (!names.includes(bench)) fail(`--${flag} applies to ${bench} only, which is not being run`);
-  flags[flag] = positive(flag, String(raw), 0, true);
+  flags[flag] = positive(flag, raw, 0, true);
 }
 const text: Record<string, string | undefined> = {};
 const switches: Record<string, boolean> = {};

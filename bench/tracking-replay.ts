@@ -56,7 +56,8 @@ export async function run(opts: BenchOptions): Promise<void> {
            to_jsonb(l) AS row
     FROM email_send_log l WHERE l.id = ${sendId}`.execute(db);
   const c = counts.rows[0]!;
-  const row = c.row as unknown as Record<string, unknown>;
+  // Older schemas have no raw-hit columns.
+  const row = c.row as unknown as { open_hits_count?: number; click_hits_count?: number };
   const raw = 'open_hits_count' in row ? `${row.open_hits_count} opens, ${row.click_hits_count} clicks` : '(no raw-hit columns)';
 
   process.stdout.write(`\nTracking replay loop (one message, ${connections} connections, ${duration} s per loop)\n`);

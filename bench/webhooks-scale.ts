@@ -78,7 +78,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     }
     const ms = performance.now() - started;
     kill();
-    await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : undefined)));
+    await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : Promise.resolve())));
     const s = await stats();
     await database.drop();
     return { perSecond: N / (ms / 1000), count: s.count, unique: s.unique };

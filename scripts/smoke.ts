@@ -38,7 +38,12 @@ function descendantRunning(pid: number, needle: string): number | undefined {
   const family = new Set([pid]);
   for (let grew = true; grew; ) {
     grew = false;
-    for (const r of rows) if (family.has(r.ppid) && !family.has(r.pid)) (family.add(r.pid), (grew = true));
+    for (const r of rows) {
+      if (family.has(r.ppid) && !family.has(r.pid)) {
+        family.add(r.pid);
+        grew = true;
+      }
+    }
   }
   return rows.find((r) => family.has(r.pid) && r.args.includes(needle) && !r.args.startsWith('sh '))?.pid;
 }

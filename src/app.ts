@@ -83,7 +83,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // The router's own errors (a path parameter over maxParamLength, a broken
     // percent-encoding) skip the error handler; without this they answer
     // Fastify's body and status (414, 400) instead of the envelope.
-    frameworkErrors: (err, request, reply) => sendError(reply.header('x-request-id', request.id), err, request),
+    // A block body: a FastifyReply is thenable, and Fastify ignores this hook's return value.
+    frameworkErrors: (err, request, reply) => {
+      sendError(reply.header('x-request-id', request.id), err, request);
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorate('deps', deps);

@@ -126,7 +126,8 @@ export async function openBenchPostgres(log: (msg: string) => void): Promise<Ben
     },
     async close() {
       try {
-        for (const d of [...open]) await d.drop().catch((err) => log(`could not drop database ${d.name}: ${String(err)}`));
+        // drop() deletes d from the set; a Set's iteration goes on past a deleted entry.
+        for (const d of open) await d.drop().catch((err) => log(`could not drop database ${d.name}: ${String(err)}`));
       } finally {
         await stop();
       }

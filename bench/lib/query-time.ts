@@ -12,13 +12,15 @@ let totals: Totals | null = null;
 let installed = false;
 
 function kindOf(text: unknown): string {
-  const s = typeof text === 'string' ? text : typeof text === 'object' && text !== null ? String((text as { text?: unknown }).text ?? '') : '';
+  const inner = typeof text === 'object' && text !== null ? (text as { text?: unknown }).text : undefined;
+  const s = typeof text === 'string' ? text : typeof inner === 'string' ? inner : '';
   return s.replace(/\s+/g, ' ').trim().slice(0, 70);
 }
 
 function install(): void {
   if (installed) return;
   installed = true;
+  // oxlint-disable-next-line typescript/unbound-method -- called below with .apply(this), bound to its client
   const original = pg.Client.prototype.query as (...args: unknown[]) => unknown;
   (pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
     if (!totals) return original.apply(this, args);

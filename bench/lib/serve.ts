@@ -40,9 +40,10 @@ export async function serve<P>(build: (params: P) => Promise<Built>): Promise<vo
       process.exit(0);
     }
   };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
-  process.on('disconnect', shutdown);
+  // shutdown cannot reject: its finally exits the process.
+  process.on('SIGTERM', () => void shutdown());
+  process.on('SIGINT', () => void shutdown());
+  process.on('disconnect', () => void shutdown());
   process.on('message', (m: { type?: string }) => {
     if (m?.type === 'cpu') {
       const { user, system } = process.cpuUsage();

@@ -25,7 +25,7 @@ export type BenchOptions = {
   /** Registers cleanup to run when this benchmark ends, even on failure or Ctrl-C (last in, first out). */
   defer(fn: () => unknown): void;
   /** Progress to stderr, so that stdout holds only the results. */
-  log(msg: string): void;
+  log: (msg: string) => void;
 };
 
 export type BenchModule = { run(opts: BenchOptions): Promise<void> };

@@ -135,22 +135,38 @@ function comparable(v: unknown): number | string | boolean | null {
   return v as string | number | boolean;
 }
 
+/**
+ * A value as the text a rule compares, or null for what has none. A date-time
+ * is its ISO form, as the API shows it: String(date) is the process time
+ * zone's long form ("Tue Nov 24 2026 …"), so `contains "2026-11"` missed and
+ * the answer changed with TZ. An object (only in a rule stored before checks
+ * existed) has no text: "[object Object]" must not match anything.
+ */
+function textOf(v: unknown): string | null {
+  if (v instanceof Date) return Number.isNaN(v.getTime()) ? null : v.toISOString();
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return String(v);
+  return null;
+}
+
 /** Equality across the types a rule and a row may carry (numeric columns come as strings). */
 function same(actual: unknown, expected: unknown, kind: string | undefined): boolean {
   const a = comparable(actual);
   if (expected === null) return a === null;
   if (a === null) return false;
-  if (kind === 'timestamptz') return a === Date.parse(String(expected));
+  const e = textOf(expected);
+  if (e === null) return false;
+  if (kind === 'timestamptz') return a === Date.parse(e);
   if (kind === 'bigint' || kind === 'numeric') return Number(a) === Number(expected);
   if (kind === 'boolean') return a === expected;
-  return String(a).toLowerCase() === String(expected).toLowerCase();
+  return String(a).toLowerCase() === e.toLowerCase();
 }
 
 function ordered(actual: unknown, expected: unknown, kind: string | undefined): number | null {
   const a = comparable(actual);
   if (a === null) return null;
   const x = Number(a);
-  const y = kind === 'timestamptz' ? Date.parse(String(expected)) : Number(expected);
+  const y = kind === 'timestamptz' ? Date.parse(textOf(expected) ?? '') : Number(expected);
   return Number.isNaN(x) || Number.isNaN(y) ? null : x - y;
 }
 
@@ -185,7 +201,9 @@ function matchesRule(contact: Record<string, unknown>, raw: unknown, depth: numb
       return !same(actual, rule.value, kind);
     case 'contains':
     case 'not_contains': {
-      const has = actual != null && String(actual).toLowerCase().includes(String(rule.value).toLowerCase());
+      const text = textOf(actual);
+      const wanted = textOf(rule.value);
+      const has = text !== null && wanted !== null && text.toLowerCase().includes(wanted.toLowerCase());
       return rule.operator === 'contains' ? has : !has;
     }
     case 'greater_than':

@@ -9,7 +9,9 @@ import { CONTACT_VIEW_FIELDS } from './schemas.ts';
 const PAGE = 1000;
 export const EXPORT_COLUMNS = [...CONTACT_VIEW_FIELDS.filter((f) => f !== 'team_id'), 'tags'] as const;
 
-const cell = (v: unknown): string =>
+// A contact column holds text, a number, a boolean, a timestamp or (tags) an array of text.
+type Cell = string | number | boolean | Date | string[] | null | undefined;
+const cell = (v: Cell): string =>
   v === null || v === undefined ? '' : v instanceof Date ? v.toISOString() : Array.isArray(v) ? v.join(';') : String(v);
 
 export async function exportContacts(db: Db, teamId: string, out: Writable): Promise<number> {
@@ -29,7 +31,7 @@ export async function exportContacts(db: Db, teamId: string, out: Writable): Pro
     for (const row of rows) {
       const r = row as Record<string, unknown>;
       // Waiting on a slow reader (a pipe) keeps at most one page in memory.
-      if (!csv.write(EXPORT_COLUMNS.map((c) => cell(r[c])))) await new Promise((ok) => csv.once('drain', ok));
+      if (!csv.write(EXPORT_COLUMNS.map((c) => cell(r[c] as Cell)))) await new Promise((ok) => csv.once('drain', ok));
     }
     total += rows.length;
     if (rows.length < PAGE) break;

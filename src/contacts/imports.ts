@@ -2,7 +2,6 @@
 // `contact_import` job that runs the CLI's import code on the stored file.
 import { createReadStream, rmSync } from 'node:fs';
 import type { Task } from 'graphile-worker';
-import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import { ImportSetupError, importContacts, RejectsSink } from './csv-import.ts';
 import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';

@@ -7,7 +7,8 @@ export function contactView(row: Selectable<ContactsTable>): Record<string, unkn
   const out: Record<string, unknown> = {};
   const r = row as unknown as Record<string, unknown>;
   for (const f of CONTACT_VIEW_FIELDS) {
-    const v = r[f];
+    // Every view column is text, a number, a boolean or a timestamp (db/schema.ts).
+    const v = r[f] as string | number | boolean | Date | null | undefined;
     out[f] = v === null || v === undefined ? null : v instanceof Date ? v.toISOString() : String(v);
   }
   out.tags = row.tags;

@@ -15,7 +15,7 @@ export async function requireUser(request: FastifyRequest, reply: FastifyReply) 
 }
 
 /** preHandler for every POST: a missing or wrong CSRF token is 403. */
-export async function requireCsrf(request: FastifyRequest, reply: FastifyReply) {
+export async function requireCsrf(request: FastifyRequest, _reply: FastifyReply) {
   if (csrfValid(request)) return;
   throw new PageError(403, EXPIRED_FORM);
 }

@@ -20,8 +20,8 @@ export const views = new Liquid({
 /** `2026-11-22 01:02 UTC`, or an em dash for never. */
 export function when(value: unknown): string {
   if (value === null || value === undefined || value === '') return '—';
-  const d = value instanceof Date ? value : new Date(String(value));
-  if (Number.isNaN(d.getTime())) return '—';
+  const d = value instanceof Date ? value : typeof value === 'string' || typeof value === 'number' ? new Date(String(value)) : null;
+  if (!d || Number.isNaN(d.getTime())) return '—';
   return d.toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
 }
 views.registerFilter('when', when);

@@ -1,6 +1,6 @@
 // Request and response schemas of the templates API (interface.md 2.7, 4.5;
 // decisions.md §5).
-import { Type, type Static } from 'typebox';
+import { Type } from 'typebox';
 import { DateTime, PageMeta, pageQuery, UUID_PATTERN } from '../http/schemas.ts';
 
 /** decisions.md §1: template content is at most 1 MiB. */

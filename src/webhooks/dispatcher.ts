@@ -92,7 +92,7 @@ export class WebhookDispatcher {
       this.onListenerError = (err: Error) => {
         this.log.warn({ err }, 'webhook dispatcher lost its LISTEN connection; polling until it is back');
         this.dropListener(c, err);
-        setTimeout(() => this.running && this.listen(), 1_000);
+        this.relisten();
       };
       c.on('error', this.onListenerError);
       await c.query(`LISTEN ${DELIVERY_CHANNEL}`);
@@ -104,8 +104,15 @@ export class WebhookDispatcher {
       // retry during an outage would leak one pooled connection.
       if (client) this.dropListener(client, err as Error);
       this.log.warn({ err }, 'webhook dispatcher could not LISTEN; retrying');
-      setTimeout(() => this.running && this.listen(), 1_000);
+      this.relisten();
     }
+  }
+
+  /** listen() handles its own failures (it logs and retries), so nothing is left to await. */
+  private relisten(): void {
+    setTimeout(() => {
+      if (this.running) void this.listen();
+    }, 1_000);
   }
 
   private onListenerError: ((err: Error) => void) | null = null;
@@ -218,6 +225,13 @@ export class WebhookDispatcher {
           gone: o.gone,
         });
         this.scheduleFlush();
+      })
+      // attemptDelivery answers every network failure with an outcome, so this
+      // is a bug of ours; unhandled, it would end the worker process and every
+      // delivery in flight with it. The claim is left to its lease, which
+      // expires and hands the delivery out again, as after a crash.
+      .catch((err: unknown) => {
+        this.log.error({ err, delivery_id: d.id }, 'webhook delivery attempt failed unexpectedly; retried when its lease expires');
       })
       .finally(() => {
         this.inFlight--;

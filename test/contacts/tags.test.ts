@@ -177,7 +177,7 @@ describe('contact tags: cap and linear merge', () => {
       post(key, 'upsert', { email: 'race@example.com', tags: tagsOf('left', 60) }),
       post(key, 'bulk-upsert', { contacts: [{ email: 'race@example.com', tags: tagsOf('right', 60) }] }),
     ]);
-    assert.deepEqual(results.map((r) => r.statusCode).sort(), [200, 422], results.map((r) => r.body.slice(0, 200)).join('\n'));
+    assert.deepEqual(results.map((r) => r.statusCode).sort((a, b) => a - b), [200, 422], results.map((r) => r.body.slice(0, 200)).join('\n'));
     assert.equal((await storedTags(teamId, 'race@example.com'))!.length, 60);
   });
 

@@ -9,6 +9,7 @@ import type { EventRow } from '../../src/events/process.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { buildTaskList } from '../../src/tasks.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
+import { byJson } from '../lib/order.ts';
 import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup, type Setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
 
@@ -133,7 +134,7 @@ describe('engine batches', () => {
       assert.equal((row.send_progress as any).delivery_rate, 1);
     }
     const sent = await eventsNamed(t, s.teamId, 'email.sent');
-    assert.deepEqual(sent.map((e) => e.payload.email_send_log_id).sort(), logs.map((l) => l.id).sort());
+    assert.deepEqual(sent.map((e) => e.payload.email_send_log_id).sort(byJson), logs.map((l) => l.id).sort(byJson));
   });
 
   test('a batch with a hard bounce, a deferral and a send records each by itself', async () => {

@@ -4,6 +4,7 @@ import { campaignTriggerHandler } from '../../src/campaigns/engine.ts';
 import type { EventRow } from '../../src/events/process.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { buildTestApp, type TestApp } from '../helpers.ts';
+import { byJson } from '../lib/order.ts';
 import { createCampaign, createTemplate, drain, insertAccount, sendLog, setup, type Setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
 
@@ -47,8 +48,8 @@ describe('campaign decisions', () => {
     const ev = await trigger(s, 'one@example.com');
     await drain(t);
     assert.deepEqual(
-      (await decisions(s, ev)).sort(),
-      [[on.id, 'send', null], [paused.id, 'skip', 'paused']].sort(),
+      (await decisions(s, ev)).sort(byJson),
+      [[on.id, 'send', null], [paused.id, 'skip', 'paused']].sort(byJson),
     );
     // Re-running the job decides nothing twice (UNIQUE (event_id, campaign_id) and the pre-check).
     const handler = campaignTriggerHandler(t.database.db);
@@ -195,10 +196,10 @@ describe('campaign decisions', () => {
     // slot of the day (race-free: never both), the other is skipped.
     const both = [...(await decisions(s, e1)), ...(await decisions(s, e2))];
     assert.deepEqual(both.filter((d) => d[0] === disabled.id).map((d) => d[2]), ['no_mail_account', 'no_mail_account']);
-    assert.deepEqual(both.filter((d) => d[0] === capped.id).map((d) => d[2]).sort(), ['account_daily_limit', null].sort());
+    assert.deepEqual(both.filter((d) => d[0] === capped.id).map((d) => d[2]).sort(byJson), ['account_daily_limit', null].sort(byJson));
     const e3 = await trigger(s, 'acc3@example.com');
     await drain(t);
-    assert.deepEqual((await decisions(s, e3)).sort(), [[capped.id, 'skip', 'account_daily_limit'], [disabled.id, 'skip', 'no_mail_account']].sort());
+    assert.deepEqual((await decisions(s, e3)).sort(byJson), [[capped.id, 'skip', 'account_daily_limit'], [disabled.id, 'skip', 'no_mail_account']].sort(byJson));
   });
 
   test('template and account rotation: round-robin, skipping disabled accounts and accounts at their limit', async () => {

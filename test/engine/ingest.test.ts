@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { closeTransports } from '../../src/mail/send.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { byText } from '../lib/order.ts';
 import { api, contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
 
@@ -93,7 +94,7 @@ describe('event ingestion', () => {
     for (const id of [res.json().event_id, second.json().event_id]) {
       decided.push(...(await s.a.get(`/email/events/${id}/decisions`)).json().decisions.map((d: any) => `${d.decision}:${d.reason ?? ''}`));
     }
-    assert.deepEqual(decided.sort(), ['send:', 'skip:cooldown']);
+    assert.deepEqual(decided.sort(byText), ['send:', 'skip:cooldown']);
   });
 
   test('sale.created: counters and payload with amount and currency', async () => {

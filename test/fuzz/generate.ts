@@ -68,7 +68,7 @@ function walk(schema: unknown, visit: (s: Schema) => void): void {
   for (const v of Object.values(schema)) walk(v, visit);
 }
 
-const word = fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz0123456789'), minLength: 1, maxLength: 10 });
+const word = fc.string({ unit: fc.constantFrom(...'abcdefghijklmnopqrstuvwxyz0123456789'.split('')), minLength: 1, maxLength: 10 });
 const anyText = (min: number, max: number) =>
   fc.oneof(
     { weight: 6, arbitrary: fc.string({ minLength: min, maxLength: max }) },
@@ -213,9 +213,16 @@ type Slot = { parent: Record<string, unknown> | unknown[] | null; key: string | 
 function slots(root: unknown): Slot[] {
   const out: Slot[] = [{ parent: null, key: '' }];
   const visit = (v: unknown) => {
-    if (Array.isArray(v)) v.forEach((x, i) => (out.push({ parent: v, key: i }), visit(x)));
-    else if (v && typeof v === 'object' && !(v instanceof RawNumber)) {
-      for (const [k, x] of Object.entries(v)) out.push({ parent: v as Record<string, unknown>, key: k }), visit(x);
+    if (Array.isArray(v)) {
+      v.forEach((x, i) => {
+        out.push({ parent: v, key: i });
+        visit(x);
+      });
+    } else if (v && typeof v === 'object' && !(v instanceof RawNumber)) {
+      for (const [k, x] of Object.entries(v)) {
+        out.push({ parent: v as Record<string, unknown>, key: k });
+        visit(x);
+      }
     }
   };
   visit(root);

@@ -100,7 +100,7 @@ export function hostileArbitraries(world: World, ops: Operation[]): Record<Hosti
         // The spare key (last), never the one the fuzz signs with.
         url = url.replace(`{${p}}`, world.a.ids[kind].at(-1) ?? '00000000-0000-0000-0000-000000000000');
       }
-      return req('bodyless', `${op.id} with ${body.payload === undefined ? 'no body' : `"${body.payload}"`} as ${body.contentType ?? 'no type'}`, 'POST', url, world.a.key, body);
+      return req('bodyless', `${op.id} with ${body.payload === undefined ? 'no body' : `"${body.payload.toString()}"`} as ${body.contentType ?? 'no type'}`, 'POST', url, world.a.key, body);
     }),
     liquid: fc.tuple(liquidBomb, key(world), fc.boolean()).map(([[name, content], k, alt]) =>
       req('liquid', `template create: ${name}`, 'POST', '/public/v1/email/templates', k, json(JSON.stringify({ name: 'hostile', content_type: 'html', subject: 'x', content, ...(alt ? { alt_content: 'plain' } : {}) }))),

@@ -7,6 +7,7 @@
 // one at a time first, then in concurrent bursts of writes.
 import fc from 'fast-check';
 import { ERROR_STATUS } from '../../src/http/errors.ts';
+import { byText } from '../lib/order.ts';
 import { bodyValue, enc, encodeBody, NASTY_STRINGS, pathId, queryString, type Pools, type RawBody, type Schema } from './generate.ts';
 import { dashboardRequest } from './dashboard.ts';
 import { StallMeter } from './stall.ts';
@@ -319,7 +320,7 @@ export function formatStats(stats: Stats): string {
   ];
   for (const [s, n] of [...stats.byStatus].sort((x, y) => x[0] - y[0])) lines.push(`  ${s}  ${n}`);
   lines.push('by operation:');
-  for (const [op, m] of [...stats.byOperation].sort()) {
+  for (const [op, m] of [...stats.byOperation].sort((a, b) => byText(a[0], b[0]))) {
     lines.push(`  ${op.padEnd(62)} ${[...m].sort((x, y) => x[0] - y[0]).map(([s, n]) => `${s}:${n}`).join(' ')}`);
   }
   return lines.join('\n');

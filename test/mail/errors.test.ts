@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { byJson } from '../lib/order.ts';
 import { startSmtpSink, type SmtpSink } from './smtp-sink.ts';
 
 type Res = { statusCode: number; body: string; json(): any };
@@ -10,7 +11,7 @@ function assert422(res: Res, fields: string[]) {
   assert.equal(res.statusCode, 422, res.body);
   const error = res.json().error;
   assert.equal(error.code, 'VALIDATION_FAILED');
-  assert.deepEqual([...new Set(error.details.map((d: { field: string }) => d.field))].sort(), [...fields].sort(), JSON.stringify(error.details));
+  assert.deepEqual([...new Set(error.details.map((d: { field: string }) => d.field))].sort(byJson), [...fields].sort(byJson), JSON.stringify(error.details));
   return error.details as { field: string; message: string }[];
 }
 

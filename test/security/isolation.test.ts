@@ -98,7 +98,11 @@ async function snapshot(world: World, teamId: string): Promise<Record<string, un
   for (const { table_name } of tables) {
     const { rows } = await sql<Record<string, unknown>>`SELECT * FROM ${sql.table(table_name)} WHERE team_id = ${teamId} ORDER BY 1`.execute(db);
     // A key's last use is written in the background by the team's own requests.
-    out[table_name] = rows.map(({ last_used_at: _, ...row }) => row);
+    out[table_name] = rows.map((row) => {
+      const copy = { ...row };
+      delete copy.last_used_at;
+      return copy;
+    });
   }
   return out;
 }

@@ -18,7 +18,7 @@ const SCANNER_UA = 'Mozilla/5.0 (compatible; Barracuda Sentinel)';
 
 /** Runs `n` requests, `concurrency` at a time, and returns their answers. */
 async function replay<T>(n: number, concurrency: number, fire: (i: number) => Promise<T>): Promise<T[]> {
-  const out: T[] = new Array(n);
+  const out = Array.from<T>({ length: n });
   let next = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {

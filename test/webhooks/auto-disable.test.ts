@@ -91,6 +91,7 @@ describe('webhook auto-disable', () => {
     assert.equal(row.is_enabled, false);
     assert.equal(row.auto_disabled_at.getTime(), at.getTime());
     assert.match(row.disabled_reason, /every delivery attempt failed for 5 days/);
+    assert.equal((await hook(good)).is_enabled, true, 'the healthy endpoint stays enabled');
 
     // The notice goes to the healthy endpoint only.
     await processEvents();

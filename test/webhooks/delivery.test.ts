@@ -28,7 +28,10 @@ function verifyFy(r: Received, secret: string): boolean {
 /** Standard Webhooks verification, as its libraries do it. */
 function verifyStandard(r: Received, secret: string): boolean {
   const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-  const signed = `${r.headers['webhook-id']}.${r.headers['webhook-timestamp']}.${r.raw.toString('utf8')}`;
+  const id = r.headers['webhook-id'];
+  const timestamp = r.headers['webhook-timestamp'];
+  assert.ok(typeof id === 'string' && typeof timestamp === 'string', 'one webhook-id and one webhook-timestamp header');
+  const signed = `${id}.${timestamp}.${r.raw.toString('utf8')}`;
   const expected = createHmac('sha256', key).update(signed).digest('base64');
   return String(r.headers['webhook-signature']).split(' ').some((s) => s === `v1,${expected}`);
 }

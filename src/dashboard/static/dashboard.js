@@ -1,10 +1,6 @@
 // Progressive enhancement only: every page works without this file.
 // Copy buttons: <button data-copy="input-id">.
-document.addEventListener('click', async (event) => {
-  const button = event.target.closest('button[data-copy]');
-  if (!button) return;
-  const input = document.getElementById(button.dataset.copy);
-  if (!input) return;
+async function copyFrom(button, input) {
   input.select();
   try {
     await navigator.clipboard.writeText(input.value);
@@ -14,6 +10,13 @@ document.addEventListener('click', async (event) => {
   }
   button.textContent = 'Copied';
   setTimeout(() => { button.textContent = 'Copy'; }, 2000);
+}
+document.addEventListener('click', (event) => {
+  const button = event.target.closest('button[data-copy]');
+  if (!button) return;
+  const input = document.getElementById(button.dataset.copy);
+  // copyFrom catches the clipboard's refusal itself; the listener has nothing to wait for.
+  if (input) void copyFrom(button, input);
 });
 // Read-only secrets are selected on focus, so Ctrl+C copies them.
 document.addEventListener('focusin', (event) => {
