@@ -8,7 +8,7 @@ import { emit } from '../../src/events/emit.ts';
 import { buildTaskList } from '../../src/tasks.ts';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
-import { startReceiver, type Receiver, type Received } from './receiver.ts';
+import { startReceiver, type Receiver, type Received, verifyFy, eventually } from './receiver.ts';
 
 // Compressed, increasing schedule; 10% of the shortest is 80 ms. Jitter off:
 // these tests measure the schedule itself, and ± 20 % would make neighbouring
@@ -16,14 +16,6 @@ import { startReceiver, type Receiver, type Received } from './receiver.ts';
 // on nextAttemptAt with an injected random source (test/lib/jitter.test.ts).
 const DELAYS = [0.8, 1.2, 1.6, 2.0, 2.4, 2.8];
 const config = testConfig({ allowedPrivateTargets: ['127.0.0.1'], webhookRetryDelays: DELAYS, webhookTimeoutMs: 1_000, retryJitter: 0 });
-
-/** An independent check of X-FY-Signature: recompute over the raw bytes received. */
-function verifyFy(r: Received, secret: string): boolean {
-  const header = String(r.headers['x-fy-signature']);
-  const parts = Object.fromEntries(header.split(',').map((p) => p.trim().split('=') as [string, string]));
-  const expected = createHmac('sha256', secret).update(Buffer.concat([Buffer.from(`${parts.t}.`), r.raw])).digest('hex');
-  return parts.v1 === expected;
-}
 
 /** Standard Webhooks verification, as its libraries do it. */
 function verifyStandard(r: Received, secret: string): boolean {
@@ -34,19 +26,6 @@ function verifyStandard(r: Received, secret: string): boolean {
   const signed = `${id}.${timestamp}.${r.raw.toString('utf8')}`;
   const expected = createHmac('sha256', key).update(signed).digest('base64');
   return String(r.headers['webhook-signature']).split(' ').some((s) => s === `v1,${expected}`);
-}
-
-/** Retries an assertion block until it passes (results are recorded in batches, a few ms after the receiver answers). */
-async function eventually(check: () => Promise<void>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(50);
-    }
-  }
 }
 
 describe('webhook delivery', () => {

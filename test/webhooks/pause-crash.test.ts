@@ -4,20 +4,14 @@
 // envelope id, signed with the secret issued by the enable) and ends as success.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
-import { startReceiver, type Receiver, type Received } from './receiver.ts';
+import { startReceiver, type Receiver, verifyFy } from './receiver.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 const EVENTS = 2_000;
-
-function signedWith(r: Received, secret: string): boolean {
-  const parts = Object.fromEntries(String(r.headers['x-fy-signature']).split(',').map((p) => p.split('=') as [string, string]));
-  return parts.v1 === createHmac('sha256', secret).update(Buffer.concat([Buffer.from(`${parts.t}.`), r.raw])).digest('hex');
-}
 
 describe('worker crashes while a paused backlog drains', () => {
   let t: TestApp;
@@ -109,7 +103,7 @@ describe('worker crashes while a paused backlog drains', () => {
     const receivedIds = new Set(r.received.map((x) => x.body.id));
     const missing = rows.filter((row) => !receivedIds.has(row.id));
     assert.equal(missing.length, 0, `${missing.length} deliveries never reached the receiver`);
-    assert.ok(r.received.every((x) => signedWith(x, secret)), 'every delivery signed with the secret issued by the enable');
+    assert.ok(r.received.every((x) => verifyFy(x, secret)), 'every delivery signed with the secret issued by the enable');
     const duplicates = r.received.length - receivedIds.size;
     // Only what a kill interrupts may repeat: attempts in flight (20) and finished ones not yet recorded (a flush holds at most 200).
     assert.ok(duplicates <= 2 * (20 + 200), `${duplicates} repeated deliveries`);

@@ -4,7 +4,6 @@
 // and by age, what falls out is failed with the reason; recover queues failed
 // deliveries again with their envelope ids; delete cancels the backlog.
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger, runOnce } from 'graphile-worker';
@@ -14,7 +13,7 @@ import { enforcePausedBacklog, overCountMessage, tooOldMessage } from '../../src
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { signedIn } from '../dashboard/session.ts';
-import { startReceiver, type Receiver, type Received } from './receiver.ts';
+import { startReceiver, type Receiver, verifyFy, eventually } from './receiver.ts';
 
 // One delivery in flight at a time, so arrival order is claim order; short
 // retries so a delivery fails (7 attempts) in well under a second.
@@ -25,26 +24,6 @@ const config = testConfig({
   webhookConcurrency: 1,
   signInRateLimitPerMinute: 1000,
 });
-
-/** X-FY-Signature recomputed independently over the raw bytes received. */
-function signedWith(r: Received, secret: string): boolean {
-  const header = String(r.headers['x-fy-signature']);
-  const parts = Object.fromEntries(header.split(',').map((p) => p.split('=') as [string, string]));
-  const expected = createHmac('sha256', secret).update(Buffer.concat([Buffer.from(`${parts.t}.`), r.raw])).digest('hex');
-  return parts.v1 === expected;
-}
-
-async function eventually(check: () => Promise<void>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(50);
-    }
-  }
-}
 
 describe('webhook pause and recover', () => {
   let t: TestApp;
@@ -121,8 +100,8 @@ describe('webhook pause and recover', () => {
     const got = await r.waitFor(6);
     assert.deepEqual(got.map((x) => x.body.payload.email), emails, 'oldest first');
     assert.deepEqual(got.map((x) => x.body.id), rows.map((x) => x.id), 'each with its envelope id');
-    assert.ok(got.every((x) => signedWith(x, secret)), 'signed with the new secret');
-    assert.ok(got.every((x) => !signedWith(x, webhook.secret)), 'not with the old one');
+    assert.ok(got.every((x) => verifyFy(x, secret)), 'signed with the new secret');
+    assert.ok(got.every((x) => !verifyFy(x, webhook.secret)), 'not with the old one');
     await eventually(async () => assert.equal((await getHook(key, webhook.id)).pending_count, 0));
     assert.ok((await statuses(webhook.id)).every((x) => x.status === 'success'));
     await sleep(200);

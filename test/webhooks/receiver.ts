@@ -1,7 +1,9 @@
 // A real HTTP receiver on 127.0.0.1 for webhook tests: records every request
 // (raw body bytes, headers, arrival time) and answers as the test says.
+import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export type Received = { at: number; method: string; path: string; headers: IncomingHttpHeaders; raw: Buffer; body: Record<string, any> };
 export type Responder = (req: Received, res: ServerResponse) => void;
@@ -63,4 +65,25 @@ export async function startReceiver(responder: Responder = ok): Promise<Receiver
         server.close(() => r());
       }),
   };
+}
+
+/** An independent check of X-FY-Signature: recompute over the raw bytes received. */
+export function verifyFy(r: Received, secret: string): boolean {
+  const header = String(r.headers['x-fy-signature']);
+  const parts = Object.fromEntries(header.split(',').map((p) => p.trim().split('=') as [string, string]));
+  const expected = createHmac('sha256', secret).update(Buffer.concat([Buffer.from(`${parts.t}.`), r.raw])).digest('hex');
+  return parts.v1 === expected;
+}
+
+/** Retries an assertion block until it passes (results are recorded in batches, a few ms after the receiver answers). */
+export async function eventually(check: () => Promise<void>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(50);
+    }
+  }
 }
