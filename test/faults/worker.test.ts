@@ -244,7 +244,10 @@ describe('worker faults', () => {
       assert.ok(s.attempts >= 3 && s.attempts <= 5, `${s.attempts} attempts`);
       times.slice(1).forEach((v, i) => {
         const gap = (v - times[i]!) / 1000;
-        assert.ok(gap >= delays[i]! - 0.05 && gap <= delays[i]! + 2.5, `attempt ${i + 2} ${gap.toFixed(2)} s after the previous; schedule ${delays[i]} s`);
+        // Never early; late by at most the worker's 2 s poll for jobs that become
+        // due (run_at: no NOTIFY wakes it) plus 1.5 s of claim and SMTP work on a
+        // loaded machine (4.68 s against a 2 s step was seen in CI-like runs).
+        assert.ok(gap >= delays[i]! - 0.05 && gap <= delays[i]! + 3.5, `attempt ${i + 2} ${gap.toFixed(2)} s after the previous; schedule ${delays[i]} s`);
       });
     }
   });
