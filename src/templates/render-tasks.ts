@@ -14,7 +14,7 @@ import { rewriteHtml } from './html-links.ts';
 import { escapeHtml } from '../lib/text.ts';
 import type { ErrorDetail } from '../lib/errors.ts';
 import type { RenderLimits } from '../lib/render-limits.ts';
-import { describeLiquidError, limitErrorOf, parseCount, parseTemplate, renderParsed } from './render.ts';
+import { describeLiquidError, limitErrorOf, parseCount, parseTemplate, renderParsed, threadCpuMs } from './render.ts';
 import { htmlToText } from './html-text.ts';
 import type { Template } from 'liquidjs';
 
@@ -152,9 +152,9 @@ function inField<T>(field: TemplateField, fn: () => T): T {
 
 /** `pre`: templates the caller parsed already (checkTemplate's trial render), used instead of the cache. */
 export function renderMessage(m: RenderMessageInput, pre?: Partial<Record<TemplateField, Template[]>>): RenderMessageResult {
-  const started = performance.now();
-  // One deadline for the whole message: subject, HTML and text share the budget.
-  const deadline = started + m.limits.renderBudgetMs;
+  // One deadline for the whole message: subject, HTML and text share the
+  // budget, counted in this thread's CPU time (render.ts, threadCpuMs).
+  const deadline = threadCpuMs() + m.limits.renderBudgetMs;
   const links = m.links ? trackingLinks(m.links.publicUrl, m.links.appSecret) : null;
   const withUnsubscribe = m.unsubscribe !== false;
   const unsubscribeUrl = !withUnsubscribe ? null : links ? (m.recipient ? links.recipientUnsubscribeUrl(m.recipient) : links.unsubscribeUrl(m.sendLogId)) : PREVIEW_UNSUBSCRIBE;
@@ -227,11 +227,6 @@ const SAMPLE_CONTACT = { id: '00000000-0000-0000-0000-000000000000', email: 'sam
  * huge range) is refused at create, not discovered at send. Other render
  * errors depend on the data and are left to the send.
  */
-function threadCpuMs(): number {
-  const { user, system } = process.threadCpuUsage();
-  return (user + system) / 1000;
-}
-
 export function checkTemplate(input: CheckTemplateInput): CheckTemplateResult {
   const details: ErrorDetail[] = [];
   const parsed: Partial<Record<TemplateField, Template[]>> = {};

@@ -51,7 +51,7 @@ export const liquid = new Liquid({
   ownPropertyOnly: true,
   // No file system: an empty in-memory template map.
   templates: {},
-  // Per-render defaults; renderParsed passes the message's own deadline.
+  // Per-render defaults; renderParsed passes its own (a wall-clock backstop of four budgets).
   renderLimit: DEFAULT_RENDER_LIMITS.renderBudgetMs,
   memoryLimit: LIQUID_MEMORY_UNITS,
 });
@@ -68,12 +68,37 @@ for (const name of FILE_TAGS) {
 
 // ---- What one render may still spend ----------------------------------------
 
+/**
+ * This thread's CPU time, ms. Render and parse budgets count it rather than the
+ * wall clock: the pool's threads run at a lower priority (untrusted/pool.ts), so
+ * on a loaded machine their wall time grows with everyone else's work, and a
+ * legitimate 490 KB template failed its 3 s budget in a CI run while using a
+ * fraction of it. The pool's wall-clock backstop still ends a task that never
+ * finishes.
+ */
+export function threadCpuMs(): number {
+  const { user, system } = process.threadCpuUsage();
+  return (user + system) / 1000;
+}
+
+// The CPU clock is read once per this many blocks, loop iterations and captures
+// (a read costs about a microsecond; a block is at least several).
+const CPU_CHECK_EVERY = 32;
+
 class RenderBudget {
   private written = 0;
   private iterations = 0;
+  private calls = 0;
   private readonly limits: RenderLimits;
-  constructor(limits: RenderLimits) {
+  private readonly cpuDeadline: number;
+  constructor(limits: RenderLimits, cpuDeadline = threadCpuMs() + limits.renderBudgetMs) {
     this.limits = limits;
+    this.cpuDeadline = cpuDeadline;
+  }
+  tick(): void {
+    if (++this.calls % CPU_CHECK_EVERY === 0 && threadCpuMs() > this.cpuDeadline) {
+      throw new TemplateLimitError('took longer than its render budget');
+    }
   }
   write(chars: number): void {
     this.written += chars;
@@ -135,6 +160,7 @@ const loopBodies = new WeakSet<Template[]>();
 const baseRenderTemplates = liquid.renderer.renderTemplates.bind(liquid.renderer);
 liquid.renderer.renderTemplates = function* (templates: Template[], ctx: Context, emitter?: Emitter) {
   const budget = budgetOf(ctx);
+  budget.tick();
   if (loopBodies.has(templates)) budget.loop(1);
   return yield* baseRenderTemplates(templates, ctx, emitter ?? new CountingEmitter(budget));
 };
@@ -249,19 +275,23 @@ export function parseTemplate(text: string): Template[] {
   return new LinearParser(liquid).parseTokens(tokens);
 }
 
-/** Renders parsed templates synchronously (a pool thread has nothing else to do) under the limits, by `deadline` (ms, performance.now()). */
+/**
+ * Renders parsed templates synchronously (a pool thread has nothing else to do)
+ * under the limits, by `cpuDeadline` (this thread's CPU time, threadCpuMs()).
+ * liquidjs's own wall-clock renderLimit stays as a backstop at four budgets.
+ */
 export function renderParsed(
   templates: Template[],
   variables: Record<string, unknown>,
   limits: RenderLimits = DEFAULT_RENDER_LIMITS,
-  deadline = performance.now() + limits.renderBudgetMs,
+  cpuDeadline = threadCpuMs() + limits.renderBudgetMs,
 ): string {
   const ctx = new Context(variables, liquid.options, {
     sync: true,
-    renderLimit: Math.max(1, deadline - performance.now()),
+    renderLimit: 4 * limits.renderBudgetMs,
     memoryLimit: LIQUID_MEMORY_UNITS,
   }, { liquid });
-  budgets.set(ctx, new RenderBudget(limits));
+  budgets.set(ctx, new RenderBudget(limits, cpuDeadline));
   return liquid.renderSync(templates, ctx) as string;
 }
 
