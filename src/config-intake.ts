@@ -67,7 +67,7 @@ export function loadIntakeConfig(env: NodeJS.ProcessEnv, int: IntReader, fail: (
     requestTimeoutMs,
     keepAliveTimeoutMs: int('HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),
     connectionTimeoutMs: int('HTTP_CONNECTION_TIMEOUT_MS', 30_000, 100, 3_600_000),
-    maxRequestsPerSocket: int('HTTP_MAX_REQUESTS_PER_SOCKET', 1_000, 0, 10_000_000),
+    maxRequestsPerSocket: int('HTTP_MAX_REQUESTS_PER_SOCKET', 0, 0, 10_000_000),
     maxConnections: int('HTTP_MAX_CONNECTIONS', 10_000, 1, 10_000_000),
     metricsToken,
     signInIpRateLimitPerMinute:
