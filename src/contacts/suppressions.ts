@@ -196,8 +196,9 @@ export async function listSuppressions(db: Db, teamId: string, f: SuppressionFil
 /**
  * Adds entries for a team (addresses already normalised and validated), in
  * the caller's transaction, set-based: contacts of the team that are `active`
- * take the status the reason gives (unsubscribed, bounced, complained; a
- * manual entry leaves the status alone), then the list is written. Contacts
+ * take the status the strongest such reason given for them mirrors
+ * (unsubscribed, bounced, complained; a manual entry leaves the status alone),
+ * then the list is written. Contacts
  * are locked before suppressions, in id order, as the send recorder does.
  * Answers the entries as stored, one per address in the order first given.
  */
@@ -206,15 +207,18 @@ export async function addSuppressions(
   teamId: string,
   items: { email: string; reason: ClientReason }[],
 ): Promise<{ added: number; updated: number; unchanged: number; contacts_changed: number; entries: SuppressionRow[] }> {
-  const strongest = new Map<string, ClientReason>();
+  // Per address, the strongest reason given that a contact status mirrors
+  // (manual mirrors none: `unsubscribed` and `manual` together unsubscribe).
+  const mirrored = new Map<string, SuppressionReason | null>();
   for (const { email, reason } of items) {
-    const prev = strongest.get(email);
-    if (!prev || strength(reason) > strength(prev)) strongest.set(email, reason);
+    const prev = mirrored.get(email) ?? null;
+    const next = CONTACT_STATUS[reason] && (!prev || strength(reason) > strength(prev)) ? reason : prev;
+    mirrored.set(email, next);
   }
-  const emails = [...strongest.keys()];
+  const emails = [...mirrored.keys()];
   const mirror = emails.flatMap((email) => {
-    const status = CONTACT_STATUS[strongest.get(email)!];
-    return status ? [{ email, status }] : [];
+    const reason = mirrored.get(email);
+    return reason ? [{ email, status: CONTACT_STATUS[reason]! }] : [];
   });
   let contactsChanged = 0;
   if (mirror.length > 0) {
