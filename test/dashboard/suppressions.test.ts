@@ -118,7 +118,8 @@ describe('suppressions page', () => {
       assert.equal(res.statusCode, 200, q);
     }
     await session.get('/suppressions');
-    for (const form of [{ emails: 'a\u0000b@example.com' }, { email: '' }, { emails: 'x'.repeat(70_000) }]) {
+    const forms: Record<string, string>[] = [{ emails: 'a\u0000b@example.com' }, { email: '' }, { emails: 'x'.repeat(70_000) }];
+    for (const form of forms) {
       const res = await session.post('/suppressions', form);
       assert.ok(res.statusCode < 500, `${JSON.stringify(form).slice(0, 60)}: ${res.statusCode}`);
       const rm = await session.post('/suppressions/remove', form);

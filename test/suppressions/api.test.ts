@@ -236,6 +236,12 @@ describe('removing', () => {
     assert.equal(again.statusCode, 404);
     assert.equal(again.json().error.code, 'NOT_FOUND');
     assert.equal((await c.del('/email/suppressions/nonsense')).statusCode, 404);
+    // Past the router's 200-character path parameter: refused in the envelope, never a 500 (the dashboard form has no such limit).
+    const long = `${'l'.repeat(64)}@${['a'.repeat(60), 'b'.repeat(60), 'c'.repeat(60)].join('.')}.example.com`;
+    await c.post('/email/suppressions', { email: long });
+    const tooLong = await c.del(del(long));
+    assert.ok(tooLong.statusCode >= 400 && tooLong.statusCode < 500, `${tooLong.statusCode} ${tooLong.body}`);
+    assert.equal(tooLong.json().ok, false);
     assert.equal((await c.del(`/email/suppressions/${'%00'}`)).statusCode, 404);
   });
 
