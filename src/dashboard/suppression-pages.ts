@@ -45,7 +45,6 @@ export async function suppressionPages(app: FastifyInstance): Promise<void> {
       entries: rows.map((r) => ({ ...suppressionView(r), removable: r.email !== null && REMOVABLE_REASONS.includes(r.reason) })),
       reasons: SUPPRESSION_REASONS,
       client_reasons: CLIENT_REASONS,
-      max: SUPPRESSIONS_MAX,
       q,
       reason: reason ?? '',
       page,
