@@ -20,6 +20,7 @@ import { installMetrics } from './ops/metrics.ts';
 import { operationsRoutes } from './ops/routes.ts';
 import { campaignsRoutes } from './campaigns/routes.ts';
 import { contactsRoutes } from './contacts/routes.ts';
+import { suppressionsRoutes } from './contacts/suppression-routes.ts';
 import { dashboardRoutes } from './dashboard/plugin.ts';
 import { ingestRoutes } from './ingest/routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
@@ -161,6 +162,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(webhooksRoutes, { prefix: '/webhooks' });
       await api.register(ingestRoutes, { prefix: '/email/events' });
       await api.register(emailsRoutes, { prefix: '/email/emails' });
+      await api.register(suppressionsRoutes, { prefix: '/email/suppressions' });
     },
     { prefix: '/public/v1' },
   );

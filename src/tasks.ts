@@ -31,6 +31,7 @@ const afterDecision: ((db: Db | Transaction<Database>, events: { id: string }[])
 /** Every job of lib/jobs.ts has its handler here, typed by its payload (a missing one fails to compile). */
 export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
   const campaignTriggers = campaignTriggerHandler(deps.db, deps.now, {
+    appSecret: deps.config.appSecret,
     // Events decided with another job's batch get every other handler in that
     // transaction and are marked processed, as process_events would have.
     processTaken: async (trx, ids) => {

@@ -19,6 +19,7 @@ import { dailyCap, SEND_BATCH, SEND_PRIORITY } from '../mail/send.ts';
 import { addJobs } from '../lib/jobs.ts';
 import type { SendDataValue } from './schemas.ts';
 import { matchesSegment } from './segment.ts';
+import { suppressionsInForce, type SuppressionReason } from '../contacts/suppressions.ts';
 
 export type Clock = () => Date;
 type Tx = Transaction<Database>;
@@ -51,6 +52,12 @@ export type Decision = {
 };
 
 const DAY_MS = 86_400_000;
+
+/** The skip reason of an address on the suppression list (a contact status's name where one mirrors it). */
+const SUPPRESSED_SKIP: Record<SuppressionReason, SkipReason> = {
+  unsubscribed: 'unsubscribed', bounced_hard: 'bounced', complained: 'complained',
+  soft_bounce: 'suppressed', manual: 'suppressed', erased: 'suppressed',
+};
 
 /**
  * The (event, campaign) pairs to decide for trigger events: every campaign of
@@ -100,9 +107,11 @@ function rotate(ids: string[], cursor: number, usable: (id: string) => boolean):
  * Decides every candidate in the caller's transaction: records the decisions,
  * and for each send an email_send_log row (queued) and its send_email job, so
  * a decision and its e-mail commit or roll back together. Pairs already
- * decided (a retried job) are left out.
+ * decided (a retried job) are left out. `appSecret` lets the suppression list
+ * match erased addresses (kept as their keyed hash); without it only
+ * addresses in clear match here, and the send task still checks both.
  */
-export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Decision[]> {
+export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: string): Promise<Decision[]> {
   if (all.length === 0) return [];
   const pairs = [...new Map(all.map((c) => [`${c.campaign_id}:${c.contact_id}`, c])).values()];
   const keys = [...new Set(pairs.map((c) => lockKey(c.campaign_id, c.contact_id)))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
@@ -143,6 +152,9 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
        WHERE campaign_send_id = ANY (${[...new Set(all.map((c) => c.campaign_send_id))]}::uuid[])`.execute(trx),
   ]);
 
+  // Every reason on the list stops campaign mail, whatever the contact's status says.
+  const suppressed = await suppressionsInForce(trx, contacts.rows.map((c) => ({ team_id: c.team_id, email: c.email })), appSecret);
+
   const done = new Set(decided.rows.map((r) => `${r.event_id}:${r.campaign_id}`));
   const accountById = new Map(accounts.rows.map((a) => [a.id, a]));
   const sentToday = new Map(accountCounts.rows.map((r) => [r.mail_account_id, Number(r.n)]));
@@ -174,6 +186,7 @@ export async function decide(trx: Tx, all: Candidate[], now: Date): Promise<Deci
     let account: { id: string; next: number } | null = null;
     if (c.send_status !== 'active') reason = 'paused';
     else if (contact.status === 'unsubscribed' || contact.status === 'bounced' || contact.status === 'complained') reason = contact.status;
+    else if (suppressed.has(`${contact.team_id}|${contact.email}`)) reason = SUPPRESSED_SKIP[suppressed.get(`${contact.team_id}|${contact.email}`)!];
     else if (!matchesSegment(contact, sd.segment_query?.rules ?? [])) reason = 'segment_mismatch';
     else if (h.last_at && now.getTime() - h.last_at.getTime() < (ets?.contact_cooldown_interval ?? 0) * 1000) reason = 'cooldown';
     else if (h.today >= (ets?.contact_daily_email_cap ?? Infinity)) reason = 'daily_cap';
@@ -297,13 +310,15 @@ export function campaignTriggerHandler(
      * jobs still fan out and mark them (three statements and a commit each).
      */
     processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>;
+    /** Matches erased addresses on the suppression list (see decide). */
+    appSecret?: string;
   } = {},
 ) {
   return async (events: EventRow[]): Promise<void> => {
     // Already decided (committed before this job read its events): nothing to do.
     const pending = events.filter((e) => e.contact_id && TRIGGER_EVENT_NAMES.has(e.name) && !e.decided_at);
     const own = new Set(events.map((e) => e.id));
-    for (const teamId of new Set(pending.map((e) => e.team_id))) await decideWaiting(db, teamId, clock, own, opts.processTaken);
+    for (const teamId of new Set(pending.map((e) => e.team_id))) await decideWaiting(db, teamId, clock, own, opts);
   };
 }
 
@@ -312,7 +327,7 @@ async function decideWaiting(
   teamId: string,
   clock: Clock,
   own: Set<string>,
-  processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>,
+  opts: { processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>; appSecret?: string },
 ): Promise<void> {
   const key = createHash('sha256').update(`plover:decide-team:${teamId}`).digest().readBigInt64BE(0);
   for (;;) {
@@ -332,10 +347,10 @@ async function decideWaiting(
          FOR UPDATE SKIP LOCKED`.execute(trx);
       if (rows.length === 0) return 'none' as const;
       const batch = rows.map((r) => r.id);
-      await decide(trx, await loadEventCandidates(trx, batch), clock());
+      await decide(trx, await loadEventCandidates(trx, batch), clock(), opts.appSecret);
       await sql`UPDATE events SET decided_at = now() WHERE id = ANY (${batch}::uuid[])`.execute(trx);
       const taken = batch.filter((id) => !own.has(id));
-      if (taken.length > 0) await processTaken?.(trx, taken);
+      if (taken.length > 0) await opts.processTaken?.(trx, taken);
       return 'decided' as const;
     });
     if (outcome === 'busy') return;

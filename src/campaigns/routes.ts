@@ -195,7 +195,7 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         throw validationFailed([{ field: 'email', message: 'email or idempotency_key is required' }], 'invalid submission');
       }
       const eventName = body.event_name === undefined ? undefined : normalizeEvent(body.event_name);
-      const { eventId, decision } = await submitToCampaign(db, teamId, id.toLowerCase(), { ...body, event_name: eventName });
+      const { eventId, decision } = await submitToCampaign(db, teamId, id.toLowerCase(), { ...body, event_name: eventName }, app.deps.config.appSecret);
       const campaign = decision ? await getCampaign(db, teamId, id.toLowerCase()) : undefined;
       reply.code(202);
       return {

@@ -187,7 +187,7 @@ export const DecisionObject = Type.Object({
   decision: Type.Enum(['send', 'skip']),
   reason: Type.Union([Type.String(), Type.Null()], {
     description:
-      'Why nothing was sent: paused, unsubscribed, bounced, complained, segment_mismatch, cooldown, daily_cap, ' +
+      'Why nothing was sent: paused, unsubscribed, bounced, complained, suppressed, segment_mismatch, cooldown, daily_cap, ' +
       'no_mail_account, account_daily_limit, no_template; null for a send',
   }),
   email_send_log_id: StringOrNull,

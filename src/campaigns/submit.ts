@@ -18,7 +18,9 @@ export type SubmitInput = { event_name?: string; email?: string; idempotency_key
  * triggers no other campaign and no webhook), so the same idempotency_key
  * returns the first decision.
  */
-export async function submitToCampaign(db: Db, teamId: string, campaignId: string, input: SubmitInput): Promise<{ eventId: string; decision: Decision | null }> {
+export async function submitToCampaign(
+  db: Db, teamId: string, campaignId: string, input: SubmitInput, appSecret?: string,
+): Promise<{ eventId: string; decision: Decision | null }> {
   return db.transaction().execute(async (tx) => {
     const { rows } = await sql<{ trigger_events: string[]; send_id: string | null; status: string | null; send_data: SendDataValue }>`
       SELECT c.trigger_events, s.id AS send_id, s.status, s.send_data
@@ -60,7 +62,7 @@ export async function submitToCampaign(db: Db, teamId: string, campaignId: strin
       event_id: ev.id, team_id: teamId, contact_id: contact.id, campaign_id: campaignId,
       campaign_send_id: campaign.send_id, send_status: campaign.status, send_data: campaign.send_data,
     };
-    const [decision] = await decide(tx, [candidate], new Date());
+    const [decision] = await decide(tx, [candidate], new Date(), appSecret);
     return { eventId: ev.id, decision: decision ?? null };
   });
 }

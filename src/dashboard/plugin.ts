@@ -18,6 +18,7 @@ import { PageError, pageNotFound } from './page-error.ts';
 import { refuseBeforeBody } from './intake.ts';
 import { DashboardKeys, loadSession } from './security.ts';
 import { templatePages } from './template-pages.ts';
+import { suppressionPages } from './suppression-pages.ts';
 import { render } from './views.ts';
 import { webhookPages } from './webhook-pages.ts';
 
@@ -81,6 +82,7 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   await app.register(emailPages);
   await app.register(importPages); // before contactPages: /contacts/import is not a contact id
   await app.register(contactPages);
+  await app.register(suppressionPages);
   await app.register(templatePages);
   await app.register(webhookPages);
 }

@@ -7,6 +7,7 @@ export type SkipReason =
   | 'unsubscribed'
   | 'bounced'
   | 'complained'
+  | 'suppressed'
   | 'segment_mismatch'
   | 'cooldown'
   | 'daily_cap'

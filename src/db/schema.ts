@@ -204,6 +204,8 @@ export interface SuppressionsTable {
   email: string | null;
   email_hmac: string | null;
   reason: 'unsubscribed' | 'bounced_hard' | 'soft_bounce' | 'complained' | 'manual' | 'erased';
+  /** Every reason recorded for the address, strongest first (0018); `reason` is the one in force. */
+  reasons: Generated<string[]>;
   message_id: string | null;
   created_at: Ts;
   updated_at: Ts;

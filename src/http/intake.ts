@@ -36,6 +36,7 @@ const BULK_ROUTES = new Set([
   '/public/v1/email/contacts/bulk-upsert',
   '/public/v1/email/contacts/bulk-unsubscribe',
   '/public/v1/email/emails/batch',
+  '/public/v1/email/suppressions',
 ]);
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 

@@ -124,7 +124,8 @@ export const emailsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags, summary: 'Send one transactional e-mail',
       description:
         'Queues one e-mail to one recipient from a template. Template and mail account must be the team\'s and active (422 naming the field). ' +
-        'An address suppressed for all mail (hard bounce, complaint) is 422 `RECIPIENT_SUPPRESSED`; an unsubscribe does not stop transactional mail. ' +
+        'An address on the team\'s suppression list for any reason but an unsubscribe (hard bounce, repeated soft bounces, complaint, manual entry, erasure) ' +
+        'is 422 `RECIPIENT_SUPPRESSED`; an unsubscribe does not stop transactional mail. ' +
         'Tracking is off unless `track_opens`/`track_clicks`. No List-Unsubscribe header unless the template uses `{{ unsubscribe_url }}`.',
       headers: IdempotencyHeaders,
       body: SubmitBody,
@@ -146,7 +147,7 @@ export const emailsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (details.length > 0) throw validationFailed(details);
       const to = normalizeEmail(item.to_email);
       if ((await suppressedForAllMail(tx, teamId, [to], secret())).has(to)) {
-        throw new AppError('RECIPIENT_SUPPRESSED', 'this address hard-bounced or complained for this team; no e-mail is sent to it', [
+        throw new AppError('RECIPIENT_SUPPRESSED', 'this address is on the team\'s suppression list (see GET /email/suppressions); no e-mail is sent to it', [
           { field: 'to_email', message: 'is suppressed for all mail' },
         ]);
       }

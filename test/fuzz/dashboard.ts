@@ -10,13 +10,13 @@ import { enc, hugeString, NASTY_STRINGS, pathId, type RawBody } from './generate
 import type { Operation, Req } from './run.ts';
 import { idKindOf, type World } from './world.ts';
 
-const FIELDS = ['_csrf', 'email', 'password', 'confirm', 'token', 'next', 'name', 'url', 'events', 'description', 'is_enabled', 'q', 'x'];
-const QUERY = ['q', 'after', 'before', 'done', 'status', 'contact', 'token', 'next', 'page'];
+const FIELDS = ['_csrf', 'email', 'emails', 'reason', 'password', 'confirm', 'token', 'next', 'name', 'url', 'events', 'description', 'is_enabled', 'q', 'x'];
+const QUERY = ['q', 'after', 'before', 'done', 'status', 'contact', 'token', 'next', 'page', 'reason'];
 
 const value = fc.oneof(
   { weight: 4, arbitrary: fc.string({ maxLength: 30 }) },
   { weight: 3, arbitrary: fc.constantFrom(...NASTY_STRINGS) },
-  { weight: 2, arbitrary: fc.constantFrom('email.sent', 'email.opened', 'on', 'true', 'alpha1@example.com', 'correct horse battery', '/campaigns', '//evil.example', 'https://127.0.0.2/next', 'failed', 'resent') },
+  { weight: 2, arbitrary: fc.constantFrom('email.sent', 'email.opened', 'on', 'true', 'alpha1@example.com', 'correct horse battery', '/campaigns', '//evil.example', 'https://127.0.0.2/next', 'failed', 'resent', 'manual', 'unsubscribed') },
   { weight: 1, arbitrary: hugeString.map((x) => x.slice(0, 5_000)) },
 );
 

@@ -17,7 +17,8 @@ import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 import { startSmtpSink, type SmtpSink } from '../mail/smtp-sink.ts';
 import { insertSend, testLinks } from '../tracking/fixtures.ts';
 
-export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import';
+/** `suppression` ids are addresses: the suppression list is keyed by e-mail. */
+export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import' | 'suppression';
 export type Ids = Record<IdKind, string[]>;
 /** `key` makes every request (ids.apiKey[0]); ids.apiKey[1] is a spare key, there to be revoked. `session` is a signed-in dashboard user. */
 export type Team = { teamId: string; key: string; ids: Ids; emails: string[]; session: Session };
@@ -33,6 +34,7 @@ export function idKindOf(path: string, param: string): IdKind {
   const rest = p.replace(/^\/public\/v1/, '');
   if (param === 'delivery_id' && api && rest.startsWith('/webhooks/{id}/deliveries/{delivery_id}')) return 'delivery';
   if (param === 'delivery' && !api && rest.startsWith('/webhooks/{id}/deliveries/{delivery}')) return 'delivery';
+  if (param === 'email' && api && rest === '/email/suppressions/{email}') return 'suppression';
   if (param === 'id') {
     const prefixes: [string, IdKind][] = api
       ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event']]
@@ -74,7 +76,7 @@ async function startReceiver(): Promise<Server> {
 
 async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['db'] }, tag: string, receiverUrl: string, smtp: SmtpSink): Promise<Team> {
   const { teamId, key, keyId } = await makeTeam(world.db, `Fuzz team ${tag}`);
-  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [] };
+  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [], suppression: [] };
   // The key in use first; the spare last, where destructive routes (revoke) take their id.
   ids.apiKey.push(keyId, (await createApiKey(world.db, teamId, 'spare key')).info.id);
   const emails = [1, 2, 3].map((i) => `${tag}${i}@example.com`);
@@ -82,6 +84,10 @@ async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['
     await call(app, key, 'POST', '/email/contacts/upsert', { email, first_name: `First ${tag}${i}`, custom_int_1: i, country_code: 'DE' });
   }
   await call(app, key, 'POST', '/email/contacts/unsubscribe', { email: emails[2], reason: 'fuzz' });
+  // Addresses no other request uses, so a list that shows one to the other team is a leak, not a coincidence.
+  const held = [`${tag}-held1@example.com`, `${tag}-held2@example.com`];
+  await call(app, key, 'POST', '/email/suppressions', { suppressions: held.map((email) => ({ email })) });
+  ids.suppression.push(...held);
   for (const name of ['one', 'two']) {
     const tpl = await call(app, key, 'POST', '/email/templates', { name: `${tag} ${name}`, content: '<p>Hi {{ contact.first_name }}</p>', content_type: 'html', subject: 'Hello {{ contact.email }}' });
     ids.template.push(tpl.template.id);

@@ -153,6 +153,7 @@ describe('team isolation matrix (generated from the route table)', () => {
       ['/email/contacts/bulk-upsert', { contacts: [{ email: a.emails[1], last_name: 'B' }] }],
       ['/email/contacts/unsubscribe', { email: a.emails[0], reason: 'B says so' }],
       ['/email/contacts/bulk-unsubscribe', { emails: [a.emails[1]] }],
+      ['/email/suppressions', { suppressions: [{ email: a.emails[0], reason: 'complained' }, { email: a.emails[1] }] }],
       ['/email/events', { event_name: 'sale.created', email: a.emails[0], payload: { amount: 5, currency: 'EUR' } }],
     ] as const) {
       const res = await inject(b, 'POST', `/public/v1${url}`, body);
@@ -185,8 +186,8 @@ describe('team isolation matrix (generated from the route table)', () => {
     // Not the e-mail addresses: B has made contacts with A's addresses above (its own rows).
     const markersOf = (t: Team) => [t.teamId, ...Object.values(t.ids).flat()];
     // Where A's own answer must show A's rows, or the check on B's proves nothing.
-    const mustShow = new Set(['/email/contacts/unsubscribes', '/email/templates', '/email/mail-accounts', '/email/campaigns', '/webhooks'].map((p) => `/public/v1${p}`));
-    for (const p of ['/campaigns', '/contacts', '/templates', '/webhooks', '/developer/api-keys']) mustShow.add(p);
+    const mustShow = new Set(['/email/contacts/unsubscribes', '/email/templates', '/email/mail-accounts', '/email/campaigns', '/webhooks', '/email/suppressions'].map((p) => `/public/v1${p}`));
+    for (const p of ['/campaigns', '/contacts', '/templates', '/webhooks', '/developer/api-keys', '/suppressions']) mustShow.add(p);
     for (const p of mustShow) assert.ok(lists.some((r) => r.path === p), `${p} is not in the route table any more: update mustShow`);
     for (const route of lists) {
       for (const query of ['?per_page=100', '?per_page=100&search=alpha', '?per_page=100&search=example', '?q=alpha&page=1']) {
