@@ -59,7 +59,7 @@ export async function campaignPage(db: Db, teamId: string, before: string | unde
          FROM email_send_log l
         WHERE l.campaign_id = c.id AND l.team_id = c.team_id
      ) stats
-     WHERE c.team_id = ${teamId} ${cursor}
+     WHERE c.team_id = ${teamId} AND c.deleted_at IS NULL ${cursor}
      ORDER BY c.created_at DESC, c.id DESC
      LIMIT ${CAMPAIGNS_PER_PAGE + 1}`.execute(db);
   return rows;
