@@ -107,7 +107,7 @@ export async function updateTemplate(
       ON CONFLICT (template_id, version) DO NOTHING`.execute(tx);
     await sql`
       DELETE FROM template_versions
-       WHERE template_id = ${id} AND version <= ${current.version} - ${TEMPLATE_VERSIONS_KEPT}`.execute(tx);
+       WHERE template_id = ${id} AND version <= ${current.version - TEMPLATE_VERSIONS_KEPT}::int`.execute(tx);
     return tx
       .updateTable('templates')
       .set({
