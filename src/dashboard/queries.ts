@@ -126,7 +126,7 @@ export async function deliveryPage(
 ) {
   let q = db
     .selectFrom('webhook_deliveries')
-    .select(['id', 'event', 'status', 'response_code', 'response_body', 'attempts', 'attempt_log', 'next_attempt_at', 'last_error', 'created_at'])
+    .select(['id', 'event', 'status', 'response_code', 'response_body', 'attempts', 'attempt_log', 'next_attempt_at', 'last_error', 'simulated', 'created_at'])
     .select(envelopeOf('webhook_deliveries').as('payload'))
     .where('team_id', '=', teamId)
     .where('webhook_id', '=', webhookId);
