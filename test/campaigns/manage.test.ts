@@ -104,6 +104,18 @@ describe('template and campaign updates, campaign delete', () => {
     assert.equal(after.json().template.content, '<p>Hi</p>');
   });
 
+  test('PATCH template keeps the last 20 earlier versions', async () => {
+    const { key } = await makeTeam(t.database.db);
+    const id = (await api(t, key).post('/email/templates', { name: 'v1', content_type: 'html', content: '<p>Hi</p>' })).json().template.id;
+    for (let v = 2; v <= 23; v++) {
+      const res = await patch(key, `/email/templates/${id}`, { name: `v${v}` });
+      assert.equal(res.json().template.version, v, res.body);
+    }
+    const kept = await t.database.db.selectFrom('template_versions').select(['version', 'name']).where('template_id', '=', id).orderBy('version').execute();
+    assert.deepEqual(kept.map((k) => k.version), Array.from({ length: 20 }, (_, i) => i + 3));
+    assert.equal(kept[kept.length - 1]!.name, 'v22');
+  });
+
   test('PATCH template of another team, unknown or malformed id: 404, and the function says the same', async () => {
     const owner = await makeTeam(t.database.db);
     const other = await makeTeam(t.database.db);
