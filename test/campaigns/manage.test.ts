@@ -176,7 +176,7 @@ describe('template and campaign updates, campaign delete', () => {
     });
     assert.equal(bad.statusCode, 422, bad.body);
     const fields = (bad.json().error.details as { field: string }[]).map((d) => d.field);
-    for (const f of ['events[0]', 'event_triggered_send.contact_daily_email_cap']) assert.ok(fields.includes(f), `${f} in ${fields}`);
+    for (const f of ['events[0]', 'event_triggered_send.contact_daily_email_cap']) assert.ok(fields.includes(f), `${f} in ${fields.join(", ")}`);
     const bad2 = await patch(s.key, `/email/campaigns/${id}`, { template_ids: [foreignTemplate], mail_account_ids: [disabled], name: ' ' });
     assert.equal(bad2.statusCode, 422, bad2.body);
     assert.deepEqual((bad2.json().error.details as { field: string }[]).map((d) => d.field).sort(), ['mail_account_ids[0]', 'name', 'template_ids[0]']);
