@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { closeTransports } from '../../src/mail/send.ts';
 import { updateTemplate } from '../../src/templates/manage.ts';
+import { updateCampaign } from '../../src/campaigns/manage.ts';
 import { AppError } from '../../src/lib/errors.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { api, createCampaign, drain, insertAccount, sendLog, setup } from '../engine/fixtures.ts';
@@ -76,7 +77,7 @@ describe('template and campaign updates, campaign delete', () => {
   });
 
   test('PATCH template errors: Liquid syntax with its line, blank name, empty or unknown body, over the cap; nothing changes', async () => {
-    const { key } = await makeTeam(t.database.db);
+    const { key, teamId } = await makeTeam(t.database.db);
     const a = api(t, key);
     const created = await a.post('/email/templates', { name: 'T', content_type: 'html', content: '<p>Hi</p>' });
     const id = created.json().template.id;
@@ -99,6 +100,18 @@ describe('template and campaign updates, campaign delete', () => {
     assert.match(JSON.stringify(syntax.json().error.details), /line 2/);
     const enumError = await patch(key, `/email/templates/${id}`, { content_type: 'text' });
     assert.match(enumError.json().error.details[0].message, /html/, 'the allowed value is named');
+    // Over the template body limit (2 MiB): 413, the body unread.
+    const huge = await patch(key, `/email/templates/${id}`, { content: 'x'.repeat(2 * 1024 * 1024 + 10) });
+    assert.equal(huge.statusCode, 413, huge.body.slice(0, 200));
+    // The function checks unchecked input (a dashboard form) with the same rules.
+    await assert.rejects(
+      updateTemplate(t.database.db, teamId, id, { name: 5 }, { limits: config.render }),
+      (err: unknown) => err instanceof AppError && err.code === 'VALIDATION_FAILED' && err.details?.[0]?.field === 'name',
+    );
+    await assert.rejects(
+      updateCampaign(t.database.db, teamId, '00000000-0000-7000-8000-000000000000', { event_triggered_send: { enabled: 'yes' } }),
+      (err: unknown) => err instanceof AppError && err.code === 'VALIDATION_FAILED' && err.details?.[0]?.field === 'event_triggered_send.enabled',
+    );
     const after = await a.get(`/email/templates/${id}`);
     assert.equal(after.json().template.version, 1);
     assert.equal(after.json().template.content, '<p>Hi</p>');
