@@ -42,7 +42,7 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
       else if (result.kind === 'unchanged') done = result.status === to ? 'unchanged' : 'conflict';
       else {
         // No send: the campaign may not exist for this team at all.
-        const exists = await db.selectFrom('campaigns').select('id').where('team_id', '=', user(request).teamId).where('id', '=', id).executeTakeFirst();
+        const exists = await db.selectFrom('campaigns').select('id').where('team_id', '=', user(request).teamId).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
         if (!exists) throw pageNotFound();
         done = 'no_send';
       }
