@@ -1,9 +1,9 @@
 // Templates API (interface.md 4.5; decisions.md §5): create, list, get, delete.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
+import { AppError, notFound, validationFailed } from '../lib/errors.ts';
 import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { deleteTemplate, findTemplate, insertTemplate, listTemplates, type TemplateRow } from './queries.ts';
-import { checkTemplate } from './check.ts';
+import { checkTemplateInput, nulCharacters } from './validate.ts';
 import {
   CreateTemplateBody,
   ListTemplatesQuery,
@@ -11,13 +11,6 @@ import {
   TemplateListResponse,
   TemplateResponse,
 } from './schemas.ts';
-
-/** PostgreSQL text cannot hold U+0000; JSON can. Refused as a 422 instead of failing in the database (a 500). */
-function nulCharacters(fields: Record<string, string | undefined>): ErrorDetail[] {
-  return Object.entries(fields)
-    .filter(([, value]) => value !== undefined && value.includes('\u0000'))
-    .map(([field]) => ({ field, message: 'must not contain NUL (U+0000) characters' }));
-}
 
 function toListItem(row: TemplateRow) {
   return {
@@ -63,24 +56,8 @@ export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const body = request.body;
-      const details: ErrorDetail[] = nulCharacters({
-        name: body.name,
-        content: body.content,
-        subject: body.subject,
-        alt_content: body.alt_content,
-        'meta.json_schema': body.meta?.json_schema,
-        ...Object.fromEntries((body.meta?.tags ?? []).map((tag, i) => [`meta.tags[${i}]`, tag])),
-      });
-      if (body.name.trim() === '') details.push({ field: 'name', message: 'must not be blank' });
-      if (body.subject !== undefined && /[\r\n]/.test(body.subject)) details.push({ field: 'subject', message: 'must be one line' });
-      // Parse, caps, trial render and alt_content derivation: in the untrusted pool, off this event loop.
-      const checked = await checkTemplate(
-        { content: body.content, subject: body.subject, alt_content: body.alt_content },
-        { deriveAlt: true, limits: app.deps.config.render, team: request.auth!.teamId },
-      );
-      details.push(...checked.details);
+      const { details, altContent } = await checkTemplateInput(body, { limits: app.deps.config.render, team: request.auth!.teamId });
       if (details.length) throw validationFailed(details);
-      const altContent = checked.altContent ?? body.alt_content ?? '';
 
       const row = await insertTemplate(app.deps.db, request.auth!.teamId, {
         name: body.name.trim(),

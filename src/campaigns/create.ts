@@ -1,0 +1,53 @@
+// Creating an event-triggered campaign from a schema-valid body: the checks the
+// schema cannot make (blank name, header line breaks, the same id in two
+// spellings, segment rules, templates and mail accounts that are active and the
+// team's own) and the insert, in one transaction. Shared by the API route and
+// the dashboard's form, so both refuse the same input with the same messages.
+import type { Db } from '../db/pool.ts';
+import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
+import { getCampaign, insertEventCampaign, lockActiveMailAccountIds, lockActiveTemplateIds } from './queries.ts';
+import type { CampaignValue, CreateCampaignInput } from './schemas.ts';
+import { checkSegmentRules } from './segment.ts';
+import { buildSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
+
+export function pushDuplicates(ids: string[], field: string, details: ErrorDetail[]): void {
+  const first = new Map<string, number>();
+  ids.forEach((id, i) => {
+    const j = first.get(id);
+    if (j === undefined) first.set(id, i);
+    else details.push({ field: `${field}[${i}]`, message: `repeats ${field}[${j}] (${id})` });
+  });
+}
+
+/** Throws 422 VALIDATION_FAILED ('invalid campaign') listing every problem; nothing is written then. */
+export async function createEventCampaign(db: Db, teamId: string, body: CreateCampaignInput): Promise<CampaignValue> {
+  const details: ErrorDetail[] = [];
+  const name = body.name.trim();
+  if (!name) details.push({ field: 'name', message: 'must not be blank' });
+  for (const field of ['from_name', 'reply_to_name'] as const) {
+    if (/[\r\n]/.test(body[field] ?? '')) details.push({ field, message: 'must not contain line breaks' });
+  }
+  // The schema refuses exact repeats; these catch the same id in two spellings.
+  const templateIds = body.template_ids.map(canonicalUuid);
+  const mailAccountIds = body.mail_account_ids.map(canonicalUuid);
+  pushDuplicates(templateIds, 'template_ids', details);
+  pushDuplicates(mailAccountIds, 'mail_account_ids', details);
+  const events = normalizeEvents(body.events);
+  details.push(...checkSegmentRules(body.segment_query?.rules ?? []));
+
+  return db.transaction().execute(async (trx) => {
+    const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
+    const accounts = await lockActiveMailAccountIds(trx, teamId, mailAccountIds);
+    templateIds.forEach((id, i) => {
+      if (!templates.has(id)) details.push({ field: `template_ids[${i}]`, message: `no active template ${id} in this team` });
+    });
+    mailAccountIds.forEach((id, i) => {
+      if (!accounts.has(id)) details.push({ field: `mail_account_ids[${i}]`, message: `no active mail account ${id} in this team` });
+    });
+    if (details.length > 0) throw validationFailed(details, 'invalid campaign');
+
+    const sendData = buildSendData({ templateIds, mailAccountIds, events, input: body });
+    const id = await insertEventCampaign(trx, { teamId, name, events, sendData });
+    return (await getCampaign(trx, teamId, id))!;
+  });
+}
