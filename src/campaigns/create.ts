@@ -3,10 +3,12 @@
 // spellings, segment rules, templates and mail accounts that are active and the
 // team's own) and the insert, in one transaction. Shared by the API route and
 // the dashboard's form, so both refuse the same input with the same messages.
+import type { Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
+import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { getCampaign, insertEventCampaign, lockActiveMailAccountIds, lockActiveTemplateIds } from './queries.ts';
-import type { CampaignValue, CreateCampaignInput } from './schemas.ts';
+import type { CampaignValue, CreateCampaignInput, SendDataValue, TriggerEvent } from './schemas.ts';
 import { checkSegmentRules } from './segment.ts';
 import { buildSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
 
@@ -19,8 +21,16 @@ export function pushDuplicates(ids: string[], field: string, details: ErrorDetai
   });
 }
 
-/** Throws 422 VALIDATION_FAILED ('invalid campaign') listing every problem; nothing is written then. */
-export async function createEventCampaign(db: Db, teamId: string, body: CreateCampaignInput): Promise<CampaignValue> {
+/**
+ * Checks a schema-valid body inside the caller's transaction (templates and
+ * accounts are locked FOR SHARE until it commits) and builds what is stored.
+ * Throws 422 VALIDATION_FAILED ('invalid campaign') listing every problem.
+ */
+export async function prepareCampaign(
+  trx: Transaction<Database>,
+  teamId: string,
+  body: CreateCampaignInput,
+): Promise<{ name: string; events: TriggerEvent[]; sendData: SendDataValue }> {
   const details: ErrorDetail[] = [];
   const name = body.name.trim();
   if (!name) details.push({ field: 'name', message: 'must not be blank' });
@@ -35,18 +45,22 @@ export async function createEventCampaign(db: Db, teamId: string, body: CreateCa
   const events = normalizeEvents(body.events);
   details.push(...checkSegmentRules(body.segment_query?.rules ?? []));
 
-  return db.transaction().execute(async (trx) => {
-    const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
-    const accounts = await lockActiveMailAccountIds(trx, teamId, mailAccountIds);
-    templateIds.forEach((id, i) => {
-      if (!templates.has(id)) details.push({ field: `template_ids[${i}]`, message: `no active template ${id} in this team` });
-    });
-    mailAccountIds.forEach((id, i) => {
-      if (!accounts.has(id)) details.push({ field: `mail_account_ids[${i}]`, message: `no active mail account ${id} in this team` });
-    });
-    if (details.length > 0) throw validationFailed(details, 'invalid campaign');
+  const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
+  const accounts = await lockActiveMailAccountIds(trx, teamId, mailAccountIds);
+  templateIds.forEach((id, i) => {
+    if (!templates.has(id)) details.push({ field: `template_ids[${i}]`, message: `no active template ${id} in this team` });
+  });
+  mailAccountIds.forEach((id, i) => {
+    if (!accounts.has(id)) details.push({ field: `mail_account_ids[${i}]`, message: `no active mail account ${id} in this team` });
+  });
+  if (details.length > 0) throw validationFailed(details, 'invalid campaign');
+  return { name, events, sendData: buildSendData({ templateIds, mailAccountIds, events, input: body }) };
+}
 
-    const sendData = buildSendData({ templateIds, mailAccountIds, events, input: body });
+/** Throws 422 VALIDATION_FAILED ('invalid campaign') listing every problem; nothing is written then. */
+export async function createEventCampaign(db: Db, teamId: string, body: CreateCampaignInput): Promise<CampaignValue> {
+  return db.transaction().execute(async (trx) => {
+    const { name, events, sendData } = await prepareCampaign(trx, teamId, body);
     const id = await insertEventCampaign(trx, { teamId, name, events, sendData });
     return (await getCampaign(trx, teamId, id))!;
   });

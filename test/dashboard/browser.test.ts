@@ -116,7 +116,7 @@ test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, is
   await page.goto(`${base}/templates`);
   await shot('templates');
   await page.getByRole('link', { name: /Preview/ }).first().click();
-  await page.getByLabel(/Preview for the contact/).fill('ada@example.com');
+  await page.getByLabel(/^Contact \(e-mail/).fill('ada@example.com');
   await page.getByRole('button', { name: 'Preview' }).click();
   const frame = page.frameLocator('iframe.preview');
   assert.match(await frame.locator('body').innerText(), /Hi Ada/);
