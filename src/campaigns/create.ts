@@ -9,17 +9,9 @@ import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { getCampaign, insertEventCampaign, lockActiveMailAccountIds, lockActiveTemplateIds } from './queries.ts';
 import type { CampaignValue, CreateCampaignInput, SendDataValue, TriggerEvent } from './schemas.ts';
+import { duplicateIds } from './manage.ts';
 import { checkSegmentRules } from './segment.ts';
 import { buildSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
-
-export function pushDuplicates(ids: string[], field: string, details: ErrorDetail[]): void {
-  const first = new Map<string, number>();
-  ids.forEach((id, i) => {
-    const j = first.get(id);
-    if (j === undefined) first.set(id, i);
-    else details.push({ field: `${field}[${i}]`, message: `repeats ${field}[${j}] (${id})` });
-  });
-}
 
 /**
  * Checks a schema-valid body inside the caller's transaction (templates and
@@ -40,8 +32,7 @@ export async function prepareCampaign(
   // The schema refuses exact repeats; these catch the same id in two spellings.
   const templateIds = body.template_ids.map(canonicalUuid);
   const mailAccountIds = body.mail_account_ids.map(canonicalUuid);
-  pushDuplicates(templateIds, 'template_ids', details);
-  pushDuplicates(mailAccountIds, 'mail_account_ids', details);
+  details.push(...duplicateIds(templateIds, 'template_ids'), ...duplicateIds(mailAccountIds, 'mail_account_ids'));
   const events = normalizeEvents(body.events);
   details.push(...checkSegmentRules(body.segment_query?.rules ?? []));
 

@@ -63,7 +63,7 @@ export async function loadEventCandidates(trx: Tx | Db, eventIds: string[]): Pro
     SELECT e.id AS event_id, e.team_id, e.contact_id, c.id AS campaign_id,
            s.id AS campaign_send_id, s.status AS send_status, s.send_data
       FROM events e
-      JOIN campaigns c ON c.team_id = e.team_id AND e.name = ANY (c.trigger_events)
+      JOIN campaigns c ON c.team_id = e.team_id AND e.name = ANY (c.trigger_events) AND c.deleted_at IS NULL
      CROSS JOIN LATERAL (
        SELECT s.id, s.status, s.send_data FROM campaign_sends s
         WHERE s.campaign_id = c.id AND s.team_id = c.team_id

@@ -38,7 +38,7 @@ function campaignRows(where: RawBuilder<unknown>, tail: RawBuilder<unknown> = sq
          FROM campaign_sends s
         WHERE s.campaign_id = c.id AND s.team_id = c.team_id
      ) sends
-     WHERE ${where}
+     WHERE c.deleted_at IS NULL AND ${where}
      ${tail}`;
 }
 
@@ -57,7 +57,7 @@ export async function listCampaigns(
     : sql`c.team_id = ${teamId}`;
   const { rows, total } = await paginate(
     opts,
-    async () => (await sql<{ n: number }>`SELECT count(*) AS n FROM campaigns c WHERE ${where}`.execute(db)).rows[0]!.n,
+    async () => (await sql<{ n: number }>`SELECT count(*) AS n FROM campaigns c WHERE c.deleted_at IS NULL AND ${where}`.execute(db)).rows[0]!.n,
     async (limit, offset) => (await campaignRows(where, sql`ORDER BY c.created_at DESC, c.id DESC LIMIT ${limit} OFFSET ${offset}`).execute(db)).rows,
   );
   return { campaigns: rows, total };
@@ -148,6 +148,7 @@ export async function transitionLatestSend(
       SELECT s.id, s.status
         FROM campaign_sends s
        WHERE s.campaign_id = ${campaignId} AND s.team_id = ${teamId}
+         AND EXISTS (SELECT 1 FROM campaigns c WHERE c.id = s.campaign_id AND c.team_id = s.team_id AND c.deleted_at IS NULL)
        ORDER BY s.created_at DESC, s.id DESC
        LIMIT 1
     ), changed AS (

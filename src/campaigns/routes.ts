@@ -1,6 +1,5 @@
-// Event-triggered campaigns (interface.md 4.2, 4.3; decisions.md §6): create,
-// list, get, and start/stop of the latest send. Registered at
-// /public/v1/email/campaigns.
+// Event-triggered campaigns: create, list, get, update, delete, and
+// start/stop of the latest send. Registered at /public/v1/email/campaigns.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AppError, notFound, validationFailed } from '../lib/errors.ts';
 import { pageMeta, withErrors } from '../http/schemas.ts';
@@ -12,11 +11,13 @@ import {
   CampaignResponse,
   CreateCampaignBody,
   ListCampaignsQuery,
+  UpdateCampaignBody,
   SubmitBody,
   type CampaignValue,
 } from './schemas.ts';
 import { normalizeEvent } from './send-data.ts';
 import { submitToCampaign } from './submit.ts';
+import { deleteCampaign, updateCampaign } from './manage.ts';
 import { DecisionObject } from './schemas.ts';
 import { Type } from 'typebox';
 import { UUID_RE } from '../http/schemas.ts';
@@ -89,6 +90,56 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const campaign = UUID_RE.test(request.params.id) ? await getCampaign(db, request.auth!.teamId, request.params.id) : undefined;
       if (!campaign) throw notFound('campaign');
       return { ok: true as const, campaign };
+    },
+  );
+
+  app.patch(
+    '/:id',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Update a campaign',
+        description:
+          'Changes any field of create (at least one): name, templates, mail accounts, trigger events, sender and reply-to, tracking, ' +
+          '`event_triggered_send` (cooldown, daily cap, enabled; merged field by field) and segment rules. Lists given replace the ' +
+          'stored ones. Checked as at create: ids that are not active templates or mail accounts of this team are 422, each named. ' +
+          'The latest send takes the new settings: the next trigger is decided with them. Messages already queued keep their ' +
+          'template and account.',
+        params: CampaignParams,
+        body: UpdateCampaignBody,
+        response: withErrors({ 200: CampaignResponse }, [404]),
+      },
+    },
+    async (request) => {
+      const id = request.params.id;
+      if (!UUID_RE.test(id)) throw notFound('campaign');
+      const campaign = await updateCampaign(db, request.auth!.teamId, id.toLowerCase(), request.body);
+      return { ok: true as const, campaign };
+    },
+  );
+
+  app.delete(
+    '/:id',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Delete a campaign',
+        description:
+          'The campaign stops triggering at once. Its messages not yet being sent (`queued`, or `deferred` waiting for a retry) ' +
+          'become `cancelled`; a message already being handed to the SMTP server finishes. The message log keeps every message ' +
+          'of the campaign (with its `campaign_id`) for stats; the campaign itself answers 404 from then on.',
+        params: CampaignParams,
+        response: withErrors(
+          { 200: Type.Object({ ok: Type.Literal(true), cancelled: Type.Integer({ description: 'Queued messages cancelled.' }) }) },
+          [404],
+        ),
+      },
+    },
+    async (request) => {
+      const id = request.params.id;
+      if (!UUID_RE.test(id)) throw notFound('campaign');
+      const { cancelled } = await deleteCampaign(db, request.auth!.teamId, id.toLowerCase());
+      return { ok: true as const, cancelled };
     },
   );
 

@@ -75,6 +75,58 @@ export const CreateCampaignBody = Type.Object(
 );
 export type CreateCampaignInput = Static<typeof CreateCampaignBody>;
 
+/**
+ * PATCH: any field of create (at least one), with no defaults: what is absent
+ * stays as it is. `event_triggered_send` is merged field by field.
+ */
+export const UpdateCampaignBody = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    template_ids: Type.Optional(IdList('active templates, used in rotation (replaces the list)')),
+    mail_account_ids: Type.Optional(IdList('active mail accounts used for sending (replaces the list)')),
+    events: Type.Optional(
+      Type.Array(Type.Enum([...TRIGGER_EVENT_INPUTS]), {
+        minItems: 1,
+        maxItems: MAX_IDS,
+        description: 'Trigger events (replaces the list); the underscore spellings mean the same as the dotted ones',
+      }),
+    ),
+    from_name: Type.Optional(HeaderText('Sender display name; empty for none')),
+    reply_to_name: Type.Optional(HeaderText('Reply-To display name; empty for none')),
+    reply_to_email: Type.Optional(
+      Type.Unsafe<string | null>({
+        type: ['string', 'null'],
+        maxLength: 254,
+        description: 'Reply-To address (an e-mail address); empty or null for none',
+      }),
+    ),
+    open_tracking: Type.Optional(Type.Boolean()),
+    click_tracking: Type.Optional(Type.Boolean()),
+    event_triggered_send: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean()),
+          contact_cooldown_interval: Type.Optional(
+            Type.Integer({ minimum: 0, maximum: MAX_COOLDOWN_SECONDS, description: 'Seconds between two e-mails of this campaign to one contact' }),
+          ),
+          contact_daily_email_cap: Type.Optional(
+            Type.Integer({ minimum: 1, maximum: MAX_DAILY_CAP, description: 'E-mails of this campaign to one contact per UTC day' }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    segment_query: Type.Optional(
+      Type.Object(
+        { rules: Type.Array(Type.Unknown(), { maxItems: MAX_SEGMENT_RULES, description: 'Replaces the rules' }) },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+export type UpdateCampaignInput = Static<typeof UpdateCampaignBody>;
+
 export const SubmitBody = Type.Object(
   {
     event_name: Type.Optional(Type.Enum([...TRIGGER_EVENT_INPUTS], { description: "Recorded name of the submission (default: the campaign's first trigger)" })),

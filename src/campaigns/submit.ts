@@ -25,7 +25,7 @@ export async function submitToCampaign(db: Db, teamId: string, campaignId: strin
         FROM campaigns c
         LEFT JOIN LATERAL (SELECT id, status, send_data FROM campaign_sends s
                             WHERE s.campaign_id = c.id AND s.team_id = c.team_id ORDER BY s.created_at DESC, s.id DESC LIMIT 1) s ON true
-       WHERE c.team_id = ${teamId} AND c.id = ${campaignId}`.execute(tx);
+       WHERE c.team_id = ${teamId} AND c.id = ${campaignId} AND c.deleted_at IS NULL`.execute(tx);
     const campaign = rows[0];
     if (!campaign) throw notFound('campaign');
     if (!campaign.send_id || (campaign.status !== 'active' && campaign.status !== 'paused')) {

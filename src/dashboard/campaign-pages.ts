@@ -3,9 +3,11 @@
 // messages it queued) and decisions (why each event did or did not send).
 // Create goes through createEventCampaign (campaigns/create.ts), the function
 // POST /email/campaigns calls, after the API's own schema check of the body the
-// form makes: the same rules and the same messages.
+// form makes; edit through updateCampaign (campaigns/manage.ts), the function
+// of PATCH /email/campaigns/{id}: the same rules and the same messages.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createEventCampaign } from '../campaigns/create.ts';
+import { updateCampaign } from '../campaigns/manage.ts';
 import { getCampaign, transitionLatestSend } from '../campaigns/queries.ts';
 import { CreateCampaignBody, TRIGGER_EVENTS, type CampaignValue, type CreateCampaignInput, type SendDataValue } from '../campaigns/schemas.ts';
 import { DEFAULT_COOLDOWN_SECONDS, DEFAULT_DAILY_CAP } from '../campaigns/send-data.ts';
@@ -25,7 +27,6 @@ import {
   campaignParts,
   CAMPAIGNS_PER_PAGE,
 } from './queries.ts';
-import { saveCampaignEdit } from './updates.ts';
 import { render } from './views.ts';
 
 type IdParams = { Params: { id: string } };
@@ -271,17 +272,17 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
   app.post<IdParams>('/campaigns/:id/edit', signedInPost, async (request, reply) => {
     const campaign = await findOwn(request);
     const { form, input } = readForm(request.body);
-    let errors = schemaDetails(validateBody, input);
-    if (!errors.length) {
-      try {
-        if (!(await saveCampaignEdit(db, user(request).teamId, campaign.id, input as CreateCampaignInput))) throw pageNotFound();
-        return reply.redirect(`/campaigns/${campaign.id}?done=saved`, 303);
-      } catch (err) {
-        errors = validationDetails(err) ?? [];
-        if (!errors.length) throw err;
-      }
+    // The PATCH the API would get: every field of the form, an emptied one
+    // cleared (segment rules, which the form does not show, stay).
+    const patch = { ...input, from_name: form.from_name, reply_to_name: form.reply_to_name, reply_to_email: form.reply_to_email.trim() };
+    try {
+      await updateCampaign(db, user(request).teamId, campaign.id, patch);
+    } catch (err) {
+      const errors = validationDetails(err);
+      if (!errors) throw err;
+      return formPage(request, reply, { campaign, form, errors }, 422);
     }
-    return formPage(request, reply, { campaign, form, errors }, 422);
+    return reply.redirect(`/campaigns/${campaign.id}?done=saved`, 303);
   });
 
   for (const action of ['start', 'stop'] as const) {
@@ -295,7 +296,7 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
       else if (result.kind === 'unchanged') done = result.status === to ? 'unchanged' : 'conflict';
       else {
         // No send: the campaign may not exist for this team at all.
-        const exists = await db.selectFrom('campaigns').select('id').where('team_id', '=', user(request).teamId).where('id', '=', id).executeTakeFirst();
+        const exists = await db.selectFrom('campaigns').select('id').where('team_id', '=', user(request).teamId).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
         if (!exists) throw pageNotFound();
         done = 'no_send';
       }

@@ -59,7 +59,7 @@ export async function campaignPage(db: Db, teamId: string, before: string | unde
          FROM email_send_log l
         WHERE l.campaign_id = c.id AND l.team_id = c.team_id
      ) stats
-     WHERE c.team_id = ${teamId} ${cursor}
+     WHERE c.team_id = ${teamId} AND c.deleted_at IS NULL ${cursor}
      ORDER BY c.created_at DESC, c.id DESC
      LIMIT ${CAMPAIGNS_PER_PAGE + 1}`.execute(db);
   return rows;
@@ -122,7 +122,7 @@ export async function deliveryPage(
 ) {
   let q = db
     .selectFrom('webhook_deliveries')
-    .select(['id', 'event', 'status', 'response_code', 'response_body', 'attempts', 'attempt_log', 'next_attempt_at', 'last_error', 'created_at'])
+    .select(['id', 'event', 'status', 'response_code', 'response_body', 'attempts', 'attempt_log', 'next_attempt_at', 'last_error', 'simulated', 'created_at'])
     .select(envelopeOf('webhook_deliveries').as('payload'))
     .where('team_id', '=', teamId)
     .where('webhook_id', '=', webhookId);

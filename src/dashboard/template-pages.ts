@@ -1,9 +1,11 @@
 // Templates: list, create and edit in an editor with a live preview, and a
-// template's page with its preview. Saving runs the API's own checks
-// (CreateTemplateBody's schema, then templates/validate.ts: NUL characters,
-// blank name, one-line subject, Liquid syntax with its line, the render caps
-// and a trial render, in the untrusted pool), so the editor refuses exactly
-// what POST /email/templates refuses, with the same messages. The preview
+// template's page with its preview. Saving runs the API's own checks: create
+// those of POST /email/templates (CreateTemplateBody's schema, then
+// templates/validate.ts: NUL characters, blank name, one-line subject, Liquid
+// syntax with its line, the render caps and a trial render, in the untrusted
+// pool), edit those of PATCH /email/templates/{id} (updateTemplate, which makes
+// a new version), so the editor refuses exactly what the API refuses, with the
+// same messages. The preview
 // (preview.ts) renders through the sender's renderMessage in the same pool.
 // These routes take the template body limit (http/intake.ts), not the 64 KiB
 // of other forms.
@@ -12,11 +14,11 @@ import { compileBodyValidator } from '../http/schemas.ts';
 import type { ErrorDetail } from '../lib/errors.ts';
 import { CreateTemplateBody } from '../templates/schemas.ts';
 import { findTemplate, insertTemplate, listTemplates } from '../templates/queries.ts';
+import { updateTemplate } from '../templates/manage.ts';
 import { checkTemplateInput, type TemplateInput } from '../templates/validate.ts';
-import { queryField, rawField, schemaDetails, signedIn, signedInPost, user, UUID_RE } from './forms.ts';
+import { queryField, rawField, schemaDetails, signedIn, signedInPost, user, UUID_RE, validationDetails } from './forms.ts';
 import { pageNotFound } from './page-error.ts';
 import { readSample, renderPreview, SAMPLE_EVENTS, type PreviewResult, type SampleInput } from './preview.ts';
-import { saveTemplateEdit } from './updates.ts';
 import { render } from './views.ts';
 
 type IdParams = { Params: { id: string } };
@@ -155,18 +157,24 @@ export async function templatePages(app: FastifyInstance): Promise<void> {
 
   app.post<IdParams>('/templates/:id/edit', signedInPost, async (request, reply) => {
     const template = await findOwn(request);
-    const teamId = user(request).teamId;
     const form = readEditor(request.body);
     const sample = readSample(request.body);
-    const { body, details, altContent } = await check(teamId, form);
-    if (details.length) return editor(request, reply, { template, form, sample, errors: details }, 422);
-    const saved = await saveTemplateEdit(db, teamId, template.id, {
-      name: body.name.trim(),
-      subject: body.subject ?? null,
-      content: body.content,
-      alt_content: altContent,
-    });
-    if (!saved) throw pageNotFound();
+    // The PATCH the API would get: every field; an empty subject removes it. The
+    // text part goes only when the user changed it: left as it was (or emptied),
+    // it is derived again from new HTML, as PATCH does without alt_content.
+    const patch: Record<string, unknown> = {
+      name: form.name,
+      subject: form.subject === '' ? null : form.subject,
+      content: form.content,
+      ...(form.alt_content !== '' && form.alt_content !== template.alt_content ? { alt_content: form.alt_content } : {}),
+    };
+    try {
+      await updateTemplate(db, user(request).teamId, template.id, patch, { limits: config.render });
+    } catch (err) {
+      const errors = validationDetails(err);
+      if (!errors) throw err;
+      return editor(request, reply, { template, form, sample, errors }, 422);
+    }
     return reply.redirect(`/templates/${template.id}?done=saved`, 303);
   });
 }

@@ -43,6 +43,8 @@ export interface WebhookDeliveriesTable {
   last_error: string | null;
   next_attempt_at: NullableTs;
   locked_until: NullableTs;
+  /** Made by POST /webhooks/simulate (0015). */
+  simulated: Generated<boolean>;
   created_at: Ts;
   updated_at: Ts;
 }

@@ -91,8 +91,24 @@ export interface TemplatesTable {
   meta: Json<{ json_schema: string; tags: string[] }>;
   content: string;
   alt_content: Generated<string>;
+  /** 1 at create; each content change through an update adds one (0015). */
+  version: Generated<number>;
   created_at: Ts;
   updated_at: Ts;
+}
+
+/** Earlier versions of a template, newest kept (0015). */
+export interface TemplateVersionsTable {
+  template_id: string;
+  team_id: string;
+  version: number;
+  name: string;
+  subject: string | null;
+  content: string;
+  alt_content: string;
+  meta: Json<{ json_schema: string; tags: string[] }>;
+  created_at: Ts;
+  replaced_at: Generated<Date>;
 }
 
 export interface MailAccountsTable {
@@ -108,6 +124,8 @@ export interface MailAccountsTable {
   daily_limit: Generated<number>;
   campaign_share_percent: Generated<number>;
   status: Generated<'active' | 'disabled'>;
+  /** Set by a soft delete (0015): the row stays for the message log, every read leaves it out. */
+  deleted_at: NullableTs;
   created_at: Ts;
   updated_at: Ts;
 }
@@ -121,6 +139,8 @@ export interface CampaignsTable {
   meta: Json<unknown[]>;
   draft_data: Json<Record<string, unknown>>;
   trigger_events: string[];
+  /** Set by a soft delete (0015): the row stays for the message log, every read leaves it out. */
+  deleted_at: NullableTs;
   created_at: Ts;
   updated_at: Ts;
 }
@@ -156,6 +176,7 @@ export interface EventsTable {
 export interface Tables {
   contacts: ContactsTable;
   templates: TemplatesTable;
+  template_versions: TemplateVersionsTable;
   mail_accounts: MailAccountsTable;
   campaigns: CampaignsTable;
   campaign_sends: CampaignSendsTable;

@@ -47,7 +47,35 @@ export function fieldPath(instancePath: string, extra?: string): string {
   return out;
 }
 
-export type AjvIssue = { instancePath: string; keyword: string; message?: string; params: Record<string, unknown> };
+export type AjvIssue = { instancePath: string; keyword: string; message?: string; params: Record<string, unknown>; schemaPath?: string };
+
+/** At most this many allowed values are listed in one message (event catalogs are the longest lists). */
+const MAX_LISTED_VALUES = 60;
+
+function listValues(values: unknown[]): string {
+  const shown = values.slice(0, MAX_LISTED_VALUES).map((v) => (typeof v === 'string' ? v : JSON.stringify(v)));
+  return shown.join(', ') + (values.length > MAX_LISTED_VALUES ? `, … (${values.length - MAX_LISTED_VALUES} more)` : '');
+}
+
+/**
+ * ajv says "must be equal to one of the allowed values" (enum) and, for a
+ * union of literals, one "must be equal to constant" per literal plus "must
+ * match a schema in anyOf". Both become one message that lists the values.
+ * Returns the message per instance path of such a union, whose const issues
+ * are then dropped.
+ */
+function literalUnions(issues: AjvIssue[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const any of issues) {
+    if (any.keyword !== 'anyOf') continue;
+    const prefix = `${any.schemaPath ?? ''}/`;
+    const branches = issues.filter((e) => e !== any && e.instancePath === any.instancePath && (e.schemaPath ?? '').startsWith(prefix));
+    if (branches.length === 0 || !branches.every((e) => e.keyword === 'const' || e.keyword === 'enum')) continue;
+    const values = branches.flatMap((e) => (e.keyword === 'const' ? [e.params.allowedValue] : ((e.params.allowedValues as unknown[]) ?? [])));
+    out.set(any.instancePath, `must be one of: ${listValues(values)}`);
+  }
+  return out;
+}
 
 // An array over its maxItems is the problem; its items' own errors are noise,
 // and ajv (allErrors) reports one per item: 100,000 bad tags were a 7 MB 422.
@@ -65,11 +93,20 @@ export function detailsFromAjv(issues: AjvIssue[], part: string | undefined): Er
   const seen = new Set<string>();
   const details: ErrorDetail[] = [];
   const skip = underOversizedArray(issues);
+  const unions = literalUnions(issues);
   for (const e of issues) {
     if (skip(e.instancePath)) continue;
     let field = fieldPath(e.instancePath);
     let message = e.message ?? 'is invalid';
-    if (e.keyword === 'required') {
+    const union = unions.get(e.instancePath);
+    if (union !== undefined && (e.keyword === 'const' || e.keyword === 'enum')) continue;
+    if (union !== undefined && e.keyword === 'anyOf') {
+      message = union;
+    } else if (e.keyword === 'enum' && Array.isArray(e.params.allowedValues)) {
+      message = `must be one of: ${listValues(e.params.allowedValues)}`;
+    } else if (e.keyword === 'const') {
+      message = `must be ${listValues([e.params.allowedValue])}`;
+    } else if (e.keyword === 'required') {
       field = fieldPath(e.instancePath, String(e.params.missingProperty));
       message = 'is required';
     } else if (e.keyword === 'additionalProperties') {

@@ -1,10 +1,11 @@
-// Mail accounts API (decisions.md §9): create, list, get. No response carries
+// Mail accounts API: create, list, get, update, delete. No response carries
 // the password or its ciphertext.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { notFound } from '../lib/errors.ts';
+import { deleteMailAccount, updateMailAccount, UpdateMailAccountBody } from './accounts-manage.ts';
 import { parseAllowList } from '../lib/net-guard.ts';
-import { PageMeta, pageMeta, pageQuery, rejectInvalidId, UUID_PATTERN, withErrors } from '../http/schemas.ts';
+import { Ok, PageMeta, pageMeta, pageQuery, rejectInvalidId, UUID_PATTERN, withErrors } from '../http/schemas.ts';
 import { createMailAccount, findMailAccount, listMailAccounts, MailAccount, MailAccountBody, toMailAccount } from './accounts.ts';
 
 // ajv's `uuid` format also takes a `urn:uuid:` prefix, which PostgreSQL refuses.
@@ -82,6 +83,53 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const row = await findMailAccount(app.deps.db, request.auth!.teamId, request.params.id);
       if (!row) throw notFound('mail account');
       return { ok: true as const, mail_account: toMailAccount(row) };
+    },
+  );
+
+  app.patch(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['mail accounts'],
+        summary: 'Update a mail account',
+        description:
+          'Changes any field of create (at least one), and `status` (`active`, `disabled`). The password is write-only: a new one is ' +
+          'encrypted again, and `username: null` removes the login with its password. A new host or port must pass the rules of ' +
+          "create (public, or listed in the operator's ALLOWED_PRIVATE_TARGETS; public hosts on port 25, 465, 587 or 2525). With " +
+          '`verify: true` the login is checked with the updated settings first; a failed check is 422 and nothing changes. The next ' +
+          'message through the account opens a new connection with the new settings.',
+        params: IdParams,
+        body: UpdateMailAccountBody,
+        response: withErrors({ 200: MailAccountResponse }, [404]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request, 'mail account');
+      const row = await updateMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.params.id, request.body, guard);
+      return { ok: true as const, mail_account: toMailAccount(row) };
+    },
+  );
+
+  app.delete(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['mail accounts'],
+        summary: 'Delete a mail account',
+        description:
+          'While a campaign uses the account, 409 naming the campaigns (in `details`): remove the account from them or delete them ' +
+          'first. Messages queued through it and not yet being sent become `cancelled`; one being sent finishes. The message log ' +
+          'keeps its messages (with their `mail_account_id`); the account answers 404 from then on and its password is erased.',
+        params: IdParams,
+        response: withErrors({ 200: Ok }, [404, 409]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request, 'mail account');
+      await deleteMailAccount(app.deps.db, request.auth!.teamId, request.params.id);
+      return { ok: true as const };
     },
   );
 };

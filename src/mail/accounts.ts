@@ -76,7 +76,7 @@ export type MailAccountRow = {
 };
 
 // Every column but password_enc: the ciphertext never leaves through a listing either.
-const PUBLIC_COLUMNS = [
+export const PUBLIC_COLUMNS = [
   'id', 'team_id', 'host', 'port', 'security', 'username', 'from_email', 'from_name', 'daily_limit', 'campaign_share_percent', 'status', 'created_at', 'updated_at',
 ] as const;
 
@@ -89,7 +89,7 @@ export function toMailAccount(row: MailAccountRow) {
 const ajv = addFormats.default(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: false }));
 const checkBody = ajv.compile(MailAccountBody);
 
-const HOSTNAME_RE = /^(?=.{1,253}\.?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
+export const HOSTNAME_RE = /^(?=.{1,253}\.?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
 
 /** Throws 422 VALIDATION_FAILED listing every problem; fills in the defaults. */
 export function validateMailAccountInput(input: unknown): MailAccountInput {
@@ -116,7 +116,7 @@ export function validateMailAccountInput(input: unknown): MailAccountInput {
 }
 
 const boxes = new Map<string, SecretBox>();
-function passwordBox(appSecret: string): SecretBox {
+export function passwordBox(appSecret: string): SecretBox {
   let box = boxes.get(appSecret);
   if (!box) {
     box = new SecretBox(appSecret, 'mail-account-password');
@@ -135,7 +135,7 @@ export type HostGuard = { allow: AllowList; resolve?: Resolver };
  * ports. A name that does not resolve yet is accepted (docs/decisions.md):
  * every connection is checked again, so it can never reach a private address.
  */
-async function hostProblems(account: { host: string; port: number }, guard: HostGuard): Promise<ErrorDetail[]> {
+export async function hostProblems(account: { host: string; port: number }, guard: HostGuard): Promise<ErrorDetail[]> {
   const check = await checkHost(account.host, guard.allow, guard.resolve ?? systemResolver);
   if (!check.ok) return [{ field: 'host', message: check.problem }];
   const port = smtpPortRefusal(guard.allow, account.host, account.port, check.addresses);
@@ -182,7 +182,13 @@ export async function createMailAccount(db: Db, appSecret: string, teamId: strin
 }
 
 export async function findMailAccount(db: Db, teamId: string, id: string): Promise<MailAccountRow | undefined> {
-  return db.selectFrom('mail_accounts').select(PUBLIC_COLUMNS).where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+  return db
+    .selectFrom('mail_accounts')
+    .select(PUBLIC_COLUMNS)
+    .where('team_id', '=', teamId)
+    .where('id', '=', id)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
 }
 
 export async function listMailAccounts(
@@ -190,7 +196,7 @@ export async function listMailAccounts(
   teamId: string,
   opts: { page: number; perPage: number },
 ): Promise<{ rows: MailAccountRow[]; total: number }> {
-  const base = db.selectFrom('mail_accounts').where('team_id', '=', teamId);
+  const base = db.selectFrom('mail_accounts').where('team_id', '=', teamId).where('deleted_at', 'is', null);
   return paginate(
     opts,
     async () => (await base.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,

@@ -75,6 +75,18 @@ function transportFor(db: Db, appSecret: string, teamId: string, account: Accoun
   return transport;
 }
 
+/**
+ * Closes this process's pooled connection to an account (after an update or a
+ * delete). Other processes rebuild theirs at the next send, since the update
+ * changed the account's `updated_at`.
+ */
+export function forgetTransport(accountId: string): void {
+  const cached = transports.get(accountId);
+  if (!cached) return;
+  transports.delete(accountId);
+  cached.transport.then((t) => t.close(), () => {});
+}
+
 /** Closes every pooled SMTP connection (shutdown, tests). */
 export function closeTransports(): void {
   for (const { transport } of transports.values()) transport.then((t) => t.close(), () => {});
@@ -337,6 +349,7 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
            CASE WHEN e.id IS NULL THEN NULL ELSE jsonb_build_object(
              'name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload)) END AS event,
            CASE WHEN c.id IS NULL THEN NULL ELSE jsonb_build_object('id', c.id, 'name', c.name) END AS campaign,
+           c.deleted_at IS NOT NULL AS campaign_deleted,
            l.source, l.to_name, l.render,
            (SELECT s.reason FROM suppressions s
              WHERE s.team_id = l.team_id AND s.email = l.email AND s.reason = ANY (${ALL_MAIL_REASONS}::text[])) AS suppressed
@@ -354,6 +367,8 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
     const row = byId.get(r.id)!;
     const transactional = r.source === 'transactional';
     if (!r.contact && !transactional) out.set(r.id, 'cancelled');
+    // Deleted after this message was queued (campaigns/manage.ts cancels what it finds; this catches a late decision).
+    else if (r.campaign_deleted) out.set(r.id, 'campaign deleted');
     else if (!r.account) out.set(r.id, 'mail account deleted');
     else if (r.account.status !== 'active') out.set(r.id, 'cancelled');
     else if (!r.template) out.set(r.id, 'template deleted');
@@ -397,7 +412,7 @@ type Finished = { id: string; status: 'cancelled' | 'failed' | 'suppressed'; err
 function whyNot(loaded: Context | string | undefined): Omit<Finished, 'id'> | null {
   if (loaded === undefined || typeof loaded === 'string') {
     const error = loaded ?? 'cancelled';
-    return { status: error === 'cancelled' ? 'cancelled' : 'failed', error };
+    return { status: error === 'cancelled' || error === 'campaign deleted' ? 'cancelled' : 'failed', error };
   }
   // Suppressed since it was queued (a hard bounce of an earlier message, say).
   if (loaded.suppressed) {

@@ -16,14 +16,17 @@ export type TemplateRow = {
   scope: 'private' | 'public';
   status: 'active' | 'archived';
   meta: TemplateMeta;
+  version: number;
   content?: string;
   alt_content?: string;
   created_at: Date;
   updated_at: Date;
 };
 
-const SUMMARY = ['id', 'team_id', 'name', 'subject', 'content_type', 'scope', 'status', 'meta', 'created_at', 'updated_at'] as const;
+const SUMMARY = ['id', 'team_id', 'name', 'subject', 'content_type', 'scope', 'status', 'meta', 'version', 'created_at', 'updated_at'] as const;
 const FULL = [...SUMMARY, 'content', 'alt_content'] as const;
+/** Every column a template is shown with, its content included. */
+export const FULL_COLUMNS = FULL;
 
 export type NewTemplate = {
   name: string;
@@ -97,6 +100,7 @@ export async function deleteTemplate(db: Db, teamId: string, id: string): Promis
         LIMIT 1
       ) latest
       WHERE c.team_id = ${teamId}
+        AND c.deleted_at IS NULL
         AND latest.status IN ('active', 'paused')
         AND latest.send_data -> 'template_ids' @> jsonb_build_array(${row.id}::text)
       LIMIT 1`.execute(tx);

@@ -1,15 +1,17 @@
-// Templates API (interface.md 4.5; decisions.md §5): create, list, get, delete.
+// Templates API: create, list, get, update (a new version), delete.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AppError, notFound, validationFailed } from '../lib/errors.ts';
 import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { deleteTemplate, findTemplate, insertTemplate, listTemplates, type TemplateRow } from './queries.ts';
-import { checkTemplateInput, nulCharacters } from './validate.ts';
+import { checkTemplateInput } from './validate.ts';
+import { nulCharacters, TEMPLATE_VERSIONS_KEPT, updateTemplate } from './manage.ts';
 import {
   CreateTemplateBody,
   ListTemplatesQuery,
   TemplateIdParams,
   TemplateListResponse,
   TemplateResponse,
+  UpdateTemplateBody,
 } from './schemas.ts';
 
 function toListItem(row: TemplateRow) {
@@ -22,6 +24,7 @@ function toListItem(row: TemplateRow) {
     scope: row.scope,
     status: row.status,
     meta: { json_schema: row.meta?.json_schema ?? '', tags: row.meta?.tags ?? [] },
+    version: row.version,
     ...(row.content !== undefined ? { content: row.content, alt_content: row.alt_content ?? '' } : {}),
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
@@ -115,6 +118,31 @@ export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
       rejectInvalidId(request, 'template');
       const row = await findTemplate(app.deps.db, request.auth!.teamId, request.params.id);
       if (!row) throw notFound('template');
+      return { ok: true as const, template: toTemplate(row) };
+    },
+  );
+
+  app.patch(
+    '/:id',
+    {
+      attachValidation: true,
+      schema: {
+        tags: ['templates'],
+        summary: 'Update a template',
+        description:
+          'Changes any field of create (at least one). Checked as at create: Liquid syntax (422 with the line), the rendering ' +
+          'limits, NUL characters, a blank name. A change makes a new `version` (earlier versions are kept, the last ' +
+          `${TEMPLATE_VERSIONS_KEPT}); messages sent from then on, queued ones included, use it: campaigns pick it up at their next send. ` +
+          'When `content` changes and `alt_content` is absent, `alt_content` is derived again from the new content. ' +
+          'A patch that changes nothing leaves the version as it is.',
+        params: TemplateIdParams,
+        body: UpdateTemplateBody,
+        response: withErrors({ 200: TemplateResponse }, [404, 503]),
+      },
+    },
+    async (request) => {
+      rejectInvalidId(request, 'template');
+      const row = await updateTemplate(app.deps.db, request.auth!.teamId, request.params.id, request.body, { limits: app.deps.config.render });
       return { ok: true as const, template: toTemplate(row) };
     },
   );

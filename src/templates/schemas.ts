@@ -1,6 +1,6 @@
 // Request and response schemas of the templates API (interface.md 2.7, 4.5;
 // decisions.md §5).
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import { DateTime, PageMeta, pageQuery, UUID_PATTERN } from '../http/schemas.ts';
 
 /** decisions.md §1: template content is at most 1 MiB. */
@@ -38,6 +38,33 @@ export const CreateTemplateBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** PATCH: any field of create; at least one. A changed template is a new version. */
+export const UpdateTemplateBody = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'Not blank; stored trimmed.' })),
+    content: Type.Optional(
+      Type.String({ minLength: 1, maxLength: MAX_CONTENT_CHARS, description: 'HTML; a Liquid template. At most 1 MiB.' }),
+    ),
+    content_type: Type.Optional(Type.Enum(['html'], { description: 'Only `html`.' })),
+    subject: Type.Optional(
+      Type.Unsafe<string | null>({
+        type: ['string', 'null'],
+        maxLength: MAX_SUBJECT_CHARS,
+        description: 'One line; a Liquid template. `null` removes the subject.',
+      }),
+    ),
+    alt_content: Type.Optional(
+      Type.String({
+        maxLength: MAX_CONTENT_CHARS,
+        description: 'Plain text. When `content` changes and this is absent, it is derived again from the new `content`.',
+      }),
+    ),
+    meta: Type.Optional(TemplateMetaInput),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+export type TemplatePatch = Static<typeof UpdateTemplateBody>;
+
 const templateFields = {
   id: Type.String(),
   team_id: Type.String(),
@@ -47,6 +74,7 @@ const templateFields = {
   scope: Type.Enum(['private', 'public']),
   status: Type.Enum(['active', 'archived']),
   meta: Type.Object({ json_schema: Type.String(), tags: Type.Array(Type.String()) }),
+  version: Type.Integer({ description: '1 at create; each update that changes the template adds one.' }),
   created_at: DateTime,
   updated_at: DateTime,
 };

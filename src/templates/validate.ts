@@ -1,22 +1,17 @@
-// The checks of a template body beyond its schema, shared by the API's create
+// The checks of a new template beyond its schema, shared by the API's create
 // route and the dashboard's editor so both refuse the same input with the same
-// messages: NUL characters, a blank name, a multi-line subject, then the Liquid
+// messages: NUL characters, a blank name, a multi-line subject (manage.ts, the
+// checks update shares), then the Liquid
 // checks of check.ts (syntax with its line, the render caps, a trial render) in
 // the untrusted pool, with alt_content derived when absent.
 import type { Static } from 'typebox';
 import type { ErrorDetail } from '../lib/errors.ts';
 import type { RenderLimits } from '../lib/render-limits.ts';
 import { checkTemplate } from './check.ts';
+import { templateFieldProblems } from './manage.ts';
 import type { CreateTemplateBody } from './schemas.ts';
 
 export type TemplateInput = Static<typeof CreateTemplateBody>;
-
-/** PostgreSQL text cannot hold U+0000; JSON can. Refused as a 422 instead of failing in the database (a 500). */
-export function nulCharacters(fields: Record<string, string | undefined>): ErrorDetail[] {
-  return Object.entries(fields)
-    .filter(([, value]) => value !== undefined && value.includes('\u0000'))
-    .map(([field]) => ({ field, message: 'must not contain NUL (U+0000) characters' }));
-}
 
 /**
  * Every problem of a schema-valid template body (empty when none), and the
@@ -26,16 +21,7 @@ export async function checkTemplateInput(
   body: TemplateInput,
   opts: { limits: RenderLimits; team: string },
 ): Promise<{ details: ErrorDetail[]; altContent: string }> {
-  const details: ErrorDetail[] = nulCharacters({
-    name: body.name,
-    content: body.content,
-    subject: body.subject,
-    alt_content: body.alt_content,
-    'meta.json_schema': body.meta?.json_schema,
-    ...Object.fromEntries((body.meta?.tags ?? []).map((tag, i) => [`meta.tags[${i}]`, tag])),
-  });
-  if (body.name.trim() === '') details.push({ field: 'name', message: 'must not be blank' });
-  if (body.subject !== undefined && /[\r\n]/.test(body.subject)) details.push({ field: 'subject', message: 'must be one line' });
+  const details: ErrorDetail[] = templateFieldProblems(body);
   // Parse, caps, trial render and alt_content derivation: in the untrusted pool, off this event loop.
   const checked = await checkTemplate(
     { content: body.content, subject: body.subject, alt_content: body.alt_content },

@@ -31,6 +31,7 @@ export type DeliveryView = {
   attempt_log: AttemptLogEntry[];
   next_attempt_at: string | null;
   last_error: string | null;
+  simulated: boolean;
   created_at: string;
   updated_at: string;
 };
@@ -63,6 +64,7 @@ export function toDeliveryView(row: DeliveryRow): DeliveryView {
     attempt_log: row.attempt_log,
     next_attempt_at: row.next_attempt_at ? row.next_attempt_at.toISOString() : null,
     last_error: row.last_error,
+    simulated: row.simulated,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };
@@ -320,6 +322,18 @@ export async function listDeliveries(db: Db, teamId: string, webhookId: string, 
   );
 }
 
+/** What a resend queued: the next attempt of the delivery, due now (the answer of the resend route). */
+export type QueuedAttempt = { number: number; status: 'queued'; due_at: string; max_attempts: number };
+
+export function queuedAttemptOf(row: DeliveryRow): QueuedAttempt {
+  return {
+    number: row.attempts + 1,
+    status: 'queued',
+    due_at: (row.next_attempt_at ?? row.updated_at).toISOString(),
+    max_attempts: row.max_attempts,
+  };
+}
+
 /** Starts a fresh attempt sequence for the same envelope id, due now. */
 export async function resendDelivery(db: Db, teamId: string, webhookId: string, id: string): Promise<DeliveryRow | undefined> {
   return db.transaction().execute(async (tx) => {
@@ -353,9 +367,9 @@ export async function insertSimulatedDelivery(
   d: { id: string; teamId: string; webhookId: string; event: string; envelope: Record<string, unknown>; leaseMs: number },
 ): Promise<{ lease: Date }> {
   const { rows } = await sql<{ lease: Date }>`
-    INSERT INTO webhook_deliveries (id, team_id, webhook_id, event, payload, max_attempts, next_attempt_at, locked_until)
+    INSERT INTO webhook_deliveries (id, team_id, webhook_id, event, payload, max_attempts, next_attempt_at, locked_until, simulated)
     VALUES (${d.id}, ${d.teamId}, ${d.webhookId}, ${d.event}, ${JSON.stringify(d.envelope)}::json, 1, now(),
-            date_trunc('milliseconds', now() + ${d.leaseMs} * interval '1 millisecond'))
+            date_trunc('milliseconds', now() + ${d.leaseMs} * interval '1 millisecond'), true)
     RETURNING locked_until AS lease`.execute(db);
   return rows[0]!;
 }

@@ -12,6 +12,7 @@ import {
   insertSimulatedDelivery,
   listDeliveries,
   recordAttempts,
+  queuedAttemptOf,
   resendDelivery,
   toDeliveryView,
 } from './deliveries.ts';
@@ -39,6 +40,7 @@ import {
   ListWebhooksQuery,
   RecoverBody,
   RecoverResponse,
+  ResendResponse,
   SimulateBody,
   SimulateResponse,
   UpdateWebhookBody,
@@ -294,16 +296,19 @@ export const webhooksRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: TAGS,
         summary: 'Resend a delivery',
-        description: 'Starts a fresh sequence of up to 7 attempts for the same envelope id, the first one now.',
+        description:
+          'Queues a new attempt for the same envelope id, due now, starting a fresh sequence of up to 7 attempts. Answers 202 with ' +
+          'the queued `attempt` (its number and when it is due) and the delivery, now `pending` (its response fields still show ' +
+          'the last attempt until the new one is made).',
         params: DeliveryParams,
-        response: withErrors({ 202: DeliveryResponse }, [404]),
+        response: withErrors({ 202: ResendResponse }, [404]),
       },
     },
     async (request, reply) => {
       rejectInvalidId(request, 'delivery');
       const row = await resendDelivery(db, request.auth!.teamId, request.params.id, request.params.delivery_id);
       if (!row) throw notFound('delivery');
-      return reply.code(202).send({ ok: true as const, delivery: toDeliveryView(row) });
+      return reply.code(202).send({ ok: true as const, attempt: queuedAttemptOf(row), delivery: toDeliveryView(row) });
     },
   );
 

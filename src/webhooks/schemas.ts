@@ -82,10 +82,25 @@ export const Delivery = Type.Object({
   ),
   next_attempt_at: StringOrNull,
   last_error: StringOrNull,
+  simulated: Type.Boolean({ description: 'Made by POST /webhooks/simulate: a sample envelope sent as a test, not a real event.' }),
   created_at: Type.String(),
   updated_at: Type.String(),
 });
 export const DeliveryResponse = Type.Object({ ok: Type.Literal(true), delivery: Delivery });
+/** Resend: the attempt it queued, and the delivery (now `pending`; its response fields are still those of the last attempt). */
+export const ResendResponse = Type.Object({
+  ok: Type.Literal(true),
+  attempt: Type.Object(
+    {
+      number: Type.Integer({ description: 'Number of the queued attempt among all attempts of this delivery (attempts so far + 1).' }),
+      status: Type.Literal('queued'),
+      due_at: Type.String({ description: 'When it is due: now, or as soon as the webhook is enabled again.' }),
+      max_attempts: Type.Integer({ description: 'Attempts of the new sequence at most, this one included.' }),
+    },
+    { title: 'QueuedAttempt' },
+  ),
+  delivery: Delivery,
+});
 export const DeliveryListResponse = Type.Object({ ok: Type.Literal(true), deliveries: Type.Array(Delivery), meta: PageMeta });
 export const ListDeliveriesQuery = pageQuery(20, {
   status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('success'), Type.Literal('failed')])),

@@ -26,8 +26,8 @@ after(async () => {
 const escape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&#34;').replace(/'/g, '&#39;');
 
 type Detail = { field: string; message: string };
-async function apiDetails(key: string, url: string, payload: object): Promise<Detail[]> {
-  const res = await t.app.inject({ method: 'POST', url: `/public/v1/email/${url}`, headers: { 'x-api-key': key }, payload });
+async function apiDetails(key: string, url: string, payload: object, method: 'POST' | 'PATCH' = 'POST'): Promise<Detail[]> {
+  const res = await t.app.inject({ method, url: `/public/v1/email/${url}`, headers: { 'x-api-key': key }, payload });
   assert.equal(res.statusCode, 422, res.body);
   return res.json().error.details;
 }
@@ -139,16 +139,23 @@ describe('templates', () => {
     const form = await session.get(`/templates/${id}/edit`);
     assert.equal(form.statusCode, 200);
     assert.match(form.body, /Hi \{\{ contact\.first_name \}\}/);
-    const bad = { name: 'x'.repeat(300), content: '{{ "a" | append: }}' };
-    const refused = await session.post(`/templates/${id}/edit`, bad);
+    // The API's PATCH of the same fields answers the same details.
+    const tooLong = { name: 'x'.repeat(300), content: '<p>x</p>' };
+    const refused = await session.post(`/templates/${id}/edit`, tooLong);
     assert.equal(refused.statusCode, 422);
-    assertSameDetails(refused.body, await apiDetails(key, 'templates', { ...bad, content_type: 'html' }));
+    assertSameDetails(refused.body, await apiDetails(key, `templates/${id}`, { ...tooLong, subject: null }, 'PATCH'));
+    const badLiquid = { name: ' ', content: '{{ "a" | append: }}', subject: 'a {% if %}' };
+    const refused2 = await session.post(`/templates/${id}/edit`, badLiquid);
+    assert.equal(refused2.statusCode, 422);
+    assertSameDetails(refused2.body, await apiDetails(key, `templates/${id}`, badLiquid, 'PATCH'));
     const saved = await session.post(`/templates/${id}/edit`, { name: 'Renamed', subject: 'New', content: '<p>New {{ contact.email }}</p>' });
     assert.equal(saved.statusCode, 303);
     const row = await t.database.db.selectFrom('templates').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
     assert.equal(row.name, 'Renamed');
     assert.equal(row.content, '<p>New {{ contact.email }}</p>');
     assert.ok(row.updated_at > before_.updated_at, 'a new version key for the render cache');
+    assert.equal(row.version, 2, 'one new version (the refused edits made none)');
+    assert.equal(row.alt_content, 'New {{ contact.email }}', 'the text part derived again from the new HTML');
 
     const other = await signedIn(t.app, t.database.db, 'Other');
     for (const url of [`/templates/${id}/edit`, `/templates/${id}`]) assert.equal((await other.session.get(url)).statusCode, 404, url);
@@ -206,7 +213,29 @@ describe('mail accounts', () => {
     assert.match((await session.get('/mail-accounts')).body, /Enable<span class="sr"> news@example\.com/);
     assert.equal((await session.post(`/mail-accounts/${row.id}/enable`)).headers.location, '/mail-accounts?done=enabled');
 
+    // Edit: the API's PATCH messages; an empty password keeps the saved one.
+    const edit = await session.get(`/mail-accounts/${row.id}/edit`);
+    assert.equal(edit.statusCode, 200);
+    assert.match(edit.body, /value="mailer"/);
+    assert.doesNotMatch(edit.body, /s3cret/);
+    const badEdit = { host: '127.0.0.1', port: '70000', security: 'none', from_email: 'news@example.com', username: 'mailer', daily_limit: 'many' };
+    const refusedEdit = await session.post(`/mail-accounts/${row.id}/edit`, badEdit);
+    assert.equal(refusedEdit.statusCode, 422);
+    assertSameDetails(refusedEdit.body, await apiDetails(key, `mail-accounts/${row.id}`, {
+      host: '127.0.0.1', port: 70000, security: 'none', from_email: 'news@example.com', username: 'mailer', from_name: null, daily_limit: 'many', verify: false,
+    }, 'PATCH'));
+    const edited = await session.post(`/mail-accounts/${row.id}/edit`, {
+      host: '127.0.0.1', port: String(sink.port), security: 'none', from_email: 'news@example.com', from_name: 'Newsroom', username: 'mailer', daily_limit: '250', verify: 'on',
+    });
+    assert.equal(edited.headers.location, '/mail-accounts?done=saved_verified', edited.body);
+    const after_ = await t.database.db.selectFrom('mail_accounts').selectAll().where('id', '=', row.id).executeTakeFirstOrThrow();
+    assert.equal(after_.from_name, 'Newsroom');
+    assert.equal(after_.daily_limit, 250);
+    assert.deepEqual(after_.password_enc, row.password_enc, 'the saved password is kept');
+
     const other = await signedIn(t.app, t.database.db, 'Other');
+    assert.equal((await other.session.get(`/mail-accounts/${row.id}/edit`)).statusCode, 404);
+    assert.equal((await other.session.post(`/mail-accounts/${row.id}/edit`, { host: 'evil.example.com', port: '25', security: 'none', from_email: 'x@example.com' })).statusCode, 404);
     for (const action of ['verify', 'disable', 'enable']) {
       assert.equal((await other.session.post(`/mail-accounts/${row.id}/${action}`)).statusCode, 404, action);
     }
@@ -291,9 +320,14 @@ describe('campaigns', () => {
     const edit = await session.get(`/campaigns/${id}/edit`);
     assert.equal(edit.statusCode, 200);
     assert.match(edit.body, new RegExp(`value="${templateId}" checked`));
-    const refused = await session.post(`/campaigns/${id}/edit`, { name: 'W', template_ids: templateId, mail_account_ids: accountId, events: 'contact.saved', reply_to_email: 'not an address' });
+    const refused = await session.post(`/campaigns/${id}/edit`, {
+      name: 'W', template_ids: templateId, mail_account_ids: accountId, events: 'contact.saved', reply_to_email: 'not an address', from_name: 'a\r\nb',
+    });
     assert.equal(refused.statusCode, 422);
-    assert.match(refused.body, /<code>reply_to_email<\/code> must match format &#34;email&#34;/);
+    assertSameDetails(refused.body, await apiDetails(key, `campaigns/${id}`, {
+      name: 'W', template_ids: [templateId], mail_account_ids: [accountId], events: ['contact.saved'], open_tracking: false, click_tracking: false,
+      event_triggered_send: { enabled: false }, from_name: 'a\r\nb', reply_to_name: '', reply_to_email: 'not an address',
+    }, 'PATCH'));
     const saved = await session.post(`/campaigns/${id}/edit`, {
       name: 'Welcome v2', template_ids: templateId, mail_account_ids: accountId, events: ['contact.saved', 'sale.created'],
       contact_cooldown_interval: '0', contact_daily_email_cap: '5', click_tracking: 'on', enabled: 'on',

@@ -115,6 +115,7 @@ describe('webhook pages', () => {
     const page = await session.get(`/webhooks/${hook.id}`);
     assert.match(page.body, new RegExp(deliveryId));
     assert.match(page.body, /HTTP 200/);
+    assert.match(page.body, /status-simulated[^>]*>simulated</, 'a simulated delivery is marked');
     assert.match(page.body, /thanks &lt;b&gt;bold&lt;\/b&gt;/);
     assert.match(page.body, /&#34;event&#34;: &#34;email.sent&#34;/);
     assert.match((await session.get(`/webhooks/${hook.id}?status=failed`)).body, /No deliveries with status failed/);

@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { Type } from 'typebox';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { detailsFromAjv } from '../../src/lib/errors.ts';
 
 function assertError(res: { statusCode: number; json(): any; headers: Record<string, unknown> }, status: number, code: string) {
   assert.equal(res.statusCode, status, `status ${res.statusCode}: ${JSON.stringify(res.json())}`);
@@ -167,5 +168,43 @@ describe('error envelope and status codes', () => {
     const b = await t.app.inject({ url: '/healthz' });
     assert.ok(a.headers['x-request-id']);
     assert.notEqual(a.headers['x-request-id'], b.headers['x-request-id']);
+  });
+});
+
+test('enum and literal-union errors list the allowed values', () => {
+  const enumIssue = { instancePath: '/security', keyword: 'enum', schemaPath: '#/properties/security/enum', message: 'must be equal to one of the allowed values', params: { allowedValues: ['tls', 'starttls', 'none'] } };
+  assert.deepEqual(detailsFromAjv([enumIssue], 'body'), [{ field: 'security', message: 'must be one of: tls, starttls, none' }]);
+  const union = [
+    { instancePath: '/status', keyword: 'const', schemaPath: '#/properties/status/anyOf/0/const', message: 'must be equal to constant', params: { allowedValue: 'pending' } },
+    { instancePath: '/status', keyword: 'const', schemaPath: '#/properties/status/anyOf/1/const', message: 'must be equal to constant', params: { allowedValue: 'success' } },
+    { instancePath: '/status', keyword: 'anyOf', schemaPath: '#/properties/status/anyOf', message: 'must match a schema in anyOf', params: {} },
+  ];
+  assert.deepEqual(detailsFromAjv(union, 'querystring'), [{ field: 'status', message: 'must be one of: pending, success' }]);
+  const constIssue = { instancePath: '/ok', keyword: 'const', schemaPath: '#/properties/ok/const', message: 'must be equal to constant', params: { allowedValue: true } };
+  assert.deepEqual(detailsFromAjv([constIssue], 'body'), [{ field: 'ok', message: 'must be true' }]);
+});
+
+describe('enum errors through a route list the allowed values', () => {
+  let t: TestApp;
+  before(async () => {
+    t = await buildTestApp();
+  });
+  after(() => t.close());
+
+  test('a body enum (mail account security) and a query union of literals (deliveries status)', async () => {
+    const { key } = await makeTeam(t.database.db);
+    const res = await t.app.inject({
+      method: 'POST', url: '/public/v1/email/mail-accounts', headers: { 'x-api-key': key },
+      payload: { host: 'smtp.example.com', port: 587, security: 'ssl', from_email: 'a@example.com' },
+    });
+    assert.equal(res.statusCode, 422, res.body);
+    assert.deepEqual(res.json().error.details, [{ field: 'security', message: 'must be one of: tls, starttls, none' }]);
+    const hook = await t.app.inject({
+      method: 'POST', url: '/public/v1/webhooks', headers: { 'x-api-key': key },
+      payload: { url: 'https://hooks.example.com/x', events: ['email.sent'], is_enabled: false },
+    });
+    const q = await t.app.inject({ url: `/public/v1/webhooks/${hook.json().webhook?.id ?? '00000000-0000-7000-8000-000000000000'}/deliveries?status=done`, headers: { 'x-api-key': key } });
+    assert.equal(q.statusCode, 422, q.body);
+    assert.deepEqual(q.json().error.details, [{ field: 'status', message: 'must be one of: pending, success, failed' }]);
   });
 });

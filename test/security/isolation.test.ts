@@ -53,6 +53,9 @@ function bodyFor(route: Route, b: Team, world: World): Record<string, unknown> |
   const key = `${route.method} ${route.path}`;
   const bodies: Record<string, Record<string, unknown>> = {
     'PATCH /public/v1/webhooks/:id': { description: 'changed by team B', is_enabled: false },
+    'PATCH /public/v1/email/templates/:id': { name: 'changed by team B' },
+    'PATCH /public/v1/email/campaigns/:id': { name: 'changed by team B' },
+    'PATCH /public/v1/email/mail-accounts/:id': { from_name: 'changed by team B' },
     'POST /public/v1/webhooks/:id/recover': { since: new Date(Date.now() - 86_400_000).toISOString() },
     'POST /public/v1/email/campaigns/:id/submit': { email: b.emails[0], idempotency_key: 'b-cross-team' },
     'POST /webhooks/:id/edit': { url: world.webhookUrls[0], events: 'email.sent', description: 'changed by team B' },

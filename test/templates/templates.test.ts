@@ -27,7 +27,7 @@ describe('templates: create, list, get, delete', () => {
     assert.equal(body.ok, true);
     const tpl = body.template;
     assert.deepEqual(Object.keys(tpl).sort(), [
-      'alt_content', 'content', 'content_type', 'created_at', 'id', 'meta', 'name', 'scope', 'status', 'subject', 'team_id', 'updated_at',
+      'alt_content', 'content', 'content_type', 'created_at', 'id', 'meta', 'name', 'scope', 'status', 'subject', 'team_id', 'updated_at', 'version',
     ]);
     assert.match(tpl.id, UUID);
     assert.equal(tpl.team_id, teamId);

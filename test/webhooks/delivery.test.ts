@@ -325,9 +325,16 @@ describe('webhook delivery', () => {
     const d = await recorded(key, webhook.id);
     assert.ok(Buffer.byteLength(d.response_body) <= 4096 && Buffer.byteLength(d.response_body) >= 4094, String(Buffer.byteLength(d.response_body)));
     assert.ok(d.response_body.startsWith('éé'));
+    assert.equal(d.simulated, false, 'a delivery of a real event is not simulated');
     const res = await api(key, 'POST', `/webhooks/${webhook.id}/deliveries/${d.id}/resend`);
     assert.equal(res.statusCode, 202, res.body);
     assert.equal(res.json().delivery.status, 'pending');
+    // The answer is the queued attempt: the second of this delivery, due now.
+    const attempt = res.json().attempt;
+    assert.equal(attempt.number, 2);
+    assert.equal(attempt.status, 'queued');
+    assert.equal(attempt.max_attempts, 7);
+    assert.ok(Math.abs(Date.parse(attempt.due_at) - Date.now()) < 5_000, attempt.due_at);
     const [first, again] = await r.waitFor(2);
     assert.equal(again!.body.id, first!.body.id);
     assert.equal(again!.raw.toString(), first!.raw.toString(), 'the same envelope bytes');
@@ -349,6 +356,7 @@ describe('webhook delivery', () => {
     assert.equal(delivery.response_code, 202);
     assert.equal(delivery.status, 'success');
     assert.equal(delivery.attempts, 1);
+    assert.equal(delivery.simulated, true, 'a simulated delivery says so');
     assert.equal(r.received.length, 1);
     assert.ok(verifyFy(r.received[0]!, webhook.secret));
     assert.equal(r.received[0]!.body.event, 'email.bounced.hard');
@@ -358,6 +366,7 @@ describe('webhook delivery', () => {
     ]);
     const listed = await deliveries(key, webhook.id, '?event=email.bounced.hard&status=success');
     assert.equal(listed.deliveries.length, 1);
+    assert.equal(listed.deliveries[0].simulated, true);
     assert.equal((await deliveries(key, webhook.id, '?event=email.sent')).deliveries.length, 0);
     assert.equal((await api(key, 'GET', `/webhooks/${webhook.id}/deliveries?status=done`)).statusCode, 422);
 
