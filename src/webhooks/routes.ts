@@ -35,7 +35,6 @@ import {
   CreateWebhookBody,
   DeliveryListResponse,
   DeliveryParams,
-  DeliveryResponse,
   ListDeliveriesQuery,
   ListWebhooksQuery,
   RecoverBody,

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { closeTransports } from '../../src/mail/send.ts';
 import { updateTemplate } from '../../src/templates/manage.ts';
+import { updateCampaign } from '../../src/campaigns/manage.ts';
 import { AppError } from '../../src/lib/errors.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { api, createCampaign, drain, insertAccount, sendLog, setup } from '../engine/fixtures.ts';
@@ -76,7 +77,7 @@ describe('template and campaign updates, campaign delete', () => {
   });
 
   test('PATCH template errors: Liquid syntax with its line, blank name, empty or unknown body, over the cap; nothing changes', async () => {
-    const { key } = await makeTeam(t.database.db);
+    const { key, teamId } = await makeTeam(t.database.db);
     const a = api(t, key);
     const created = await a.post('/email/templates', { name: 'T', content_type: 'html', content: '<p>Hi</p>' });
     const id = created.json().template.id;
@@ -99,9 +100,33 @@ describe('template and campaign updates, campaign delete', () => {
     assert.match(JSON.stringify(syntax.json().error.details), /line 2/);
     const enumError = await patch(key, `/email/templates/${id}`, { content_type: 'text' });
     assert.match(enumError.json().error.details[0].message, /html/, 'the allowed value is named');
+    // Over the template body limit (2 MiB): 413, the body unread.
+    const huge = await patch(key, `/email/templates/${id}`, { content: 'x'.repeat(2 * 1024 * 1024 + 10) });
+    assert.equal(huge.statusCode, 413, huge.body.slice(0, 200));
+    // The function checks unchecked input (a dashboard form) with the same rules.
+    await assert.rejects(
+      updateTemplate(t.database.db, teamId, id, { name: 5 }, { limits: config.render }),
+      (err: unknown) => err instanceof AppError && err.code === 'VALIDATION_FAILED' && err.details?.[0]?.field === 'name',
+    );
+    await assert.rejects(
+      updateCampaign(t.database.db, teamId, '00000000-0000-7000-8000-000000000000', { event_triggered_send: { enabled: 'yes' } }),
+      (err: unknown) => err instanceof AppError && err.code === 'VALIDATION_FAILED' && err.details?.[0]?.field === 'event_triggered_send.enabled',
+    );
     const after = await a.get(`/email/templates/${id}`);
     assert.equal(after.json().template.version, 1);
     assert.equal(after.json().template.content, '<p>Hi</p>');
+  });
+
+  test('PATCH template keeps the last 20 earlier versions', async () => {
+    const { key } = await makeTeam(t.database.db);
+    const id = (await api(t, key).post('/email/templates', { name: 'v1', content_type: 'html', content: '<p>Hi</p>' })).json().template.id;
+    for (let v = 2; v <= 23; v++) {
+      const res = await patch(key, `/email/templates/${id}`, { name: `v${v}` });
+      assert.equal(res.json().template.version, v, res.body);
+    }
+    const kept = await t.database.db.selectFrom('template_versions').select(['version', 'name']).where('template_id', '=', id).orderBy('version').execute();
+    assert.deepEqual(kept.map((k) => k.version), Array.from({ length: 20 }, (_, i) => i + 3));
+    assert.equal(kept[kept.length - 1]!.name, 'v22');
   });
 
   test('PATCH template of another team, unknown or malformed id: 404, and the function says the same', async () => {
@@ -164,7 +189,7 @@ describe('template and campaign updates, campaign delete', () => {
     });
     assert.equal(bad.statusCode, 422, bad.body);
     const fields = (bad.json().error.details as { field: string }[]).map((d) => d.field);
-    for (const f of ['events[0]', 'event_triggered_send.contact_daily_email_cap']) assert.ok(fields.includes(f), `${f} in ${fields}`);
+    for (const f of ['events[0]', 'event_triggered_send.contact_daily_email_cap']) assert.ok(fields.includes(f), `${f} in ${fields.join(", ")}`);
     const bad2 = await patch(s.key, `/email/campaigns/${id}`, { template_ids: [foreignTemplate], mail_account_ids: [disabled], name: ' ' });
     assert.equal(bad2.statusCode, 422, bad2.body);
     assert.deepEqual((bad2.json().error.details as { field: string }[]).map((d) => d.field).sort(), ['mail_account_ids[0]', 'name', 'template_ids[0]']);
