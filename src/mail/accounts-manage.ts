@@ -129,10 +129,11 @@ export async function updateMailAccount(
     return trx
       .updateTable('mail_accounts')
       .set({
-        host: account.host,
-        port: account.port,
-        security: account.security,
-        username: account.username,
+        // Only what the patch names: a concurrent update of other fields is kept.
+        ...(patch.host !== undefined ? { host: account.host } : {}),
+        ...(patch.port !== undefined ? { port: account.port } : {}),
+        ...(patch.security !== undefined ? { security: account.security } : {}),
+        ...(patch.username !== undefined ? { username: account.username } : {}),
         ...(patch.password != null ? { password_enc: box.seal(patch.password) } : username === null ? { password_enc: null } : {}),
         ...(patch.from_email !== undefined ? { from_email: patch.from_email.toLowerCase() } : {}),
         ...(patch.from_name !== undefined ? { from_name: patch.from_name } : {}),
