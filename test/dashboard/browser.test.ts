@@ -208,7 +208,7 @@ test('webhooks in Chromium: create, event delivered and logged, resend; locked w
   await shot('webhooks');
 });
 
-test('create in Chromium: a template with its live preview, a mail account checked against SMTP, a campaign; an API event; the sent e-mail on the campaign page', { skip, timeout: 180_000 }, async () => {
+test('create and edit in Chromium: a template with its live preview, a mail account checked against SMTP, a campaign; an API event; the sent e-mail on the campaign page; the edited template and campaign send the next one', { skip, timeout: 180_000 }, async () => {
   // Template: the preview follows the typing (no Preview click), with sample event data.
   await page.goto(`${base}/templates`);
   await page.getByRole('link', { name: 'Create a template' }).click();
@@ -277,4 +277,38 @@ test('create in Chromium: a template with its live preview, a mail account check
   await send.getByRole('link', { name: 'newt@browser.example' }).click();
   await page.waitForURL(/\/emails\/[0-9a-f-]{36}/);
   assert.ok(await page.getByText('Welcome friend').first().isVisible());
+
+  // Edit the template (a new version) and the campaign; the next event sends the new version.
+  await page.goto(`${base}/templates`);
+  await page.getByRole('link', { name: 'Edit Browser welcome mail' }).click();
+  await page.getByLabel('Subject (Liquid, one line)').fill('Welcome aboard, {{ contact.first_name | default: "friend" }}');
+  await page.getByRole('button', { name: 'Save template' }).click();
+  await page.waitForURL(/\/templates\/[0-9a-f-]{36}\?done=saved/);
+  await page.goto(`${base}${campaignPath}`);
+  await page.getByRole('link', { name: 'Edit Browser onboarding' }).click();
+  await page.getByLabel('Name', { exact: true }).fill('Browser onboarding v2');
+  await page.getByLabel('lead.created').check();
+  await shot('campaign-edit');
+  await page.getByRole('button', { name: 'Save campaign' }).click();
+  await page.waitForURL(/done=saved/);
+  assert.ok(await page.getByRole('heading', { name: 'Browser onboarding v2' }).isVisible());
+  assert.match(await page.locator('dl.facts').innerText(), /contact\.saved, lead\.created/);
+  const lead = await fetch(`${base}/public/v1/email/events`, {
+    method: 'POST',
+    headers: { 'x-api-key': me.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ event_name: 'lead.created', email: 'lena@browser.example', payload: { plan: 'Silver' } }),
+  });
+  assert.equal(lead.status, 202, await lead.text());
+  const deadline = Date.now() + 60_000;
+  let second;
+  while (!(second = sink.messages.find((m) => m.to.includes('lena@browser.example'))) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  assert.ok(second, 'the lead.created event sent the e-mail');
+  assert.equal(decodeHeader(parseMessage(second.raw).headers.get('subject') ?? ''), 'Welcome aboard, friend');
+  const leadSend = page.locator('tr.campaign-send').filter({ hasText: 'lena@browser.example' });
+  for (let i = 0; i < 50; i++) {
+    await page.goto(`${base}${campaignPath}`);
+    if ((await leadSend.count()) > 0 && /\bsent\b/.test(await leadSend.innerText())) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.match(await leadSend.innerText(), /Welcome aboard, friend[\s\S]*sent/);
 });
