@@ -352,3 +352,34 @@ describe('campaigns', () => {
     assert.equal((await t.database.db.selectFrom('campaigns').select('name').where('id', '=', id).executeTakeFirstOrThrow()).name, 'Welcome v2');
   });
 });
+
+describe('junk input', () => {
+  test('odd fields, repeats, NUL characters and cursors on the new pages never give a 500', async () => {
+    const { session, teamId } = await signedIn(t.app, t.database.db);
+    const templateId = await insertTemplate(t.database.db, teamId);
+    const accountId = await insertMailAccount(t.database.db, teamId);
+    const campaign = await session.post('/campaigns', { name: 'J', template_ids: templateId, mail_account_ids: accountId, events: 'contact.saved' });
+    const id = String(campaign.headers.location).match(/[0-9a-f-]{36}/)?.[0];
+    assert.ok(id);
+    const posts: [string, Record<string, string | string[]>][] = [
+      ['/campaigns', { name: 'a\u0000b', template_ids: templateId, mail_account_ids: accountId, events: 'contact.saved' }],
+      ['/campaigns', { name: 'x', template_ids: ['urn:uuid:x', 'zz'], mail_account_ids: [accountId, accountId], events: ['nope', 'contact_saved'] }],
+      ['/campaigns', { 'template_ids[x]': '1', contact_cooldown_interval: '99999999999999999999', contact_daily_email_cap: '1.5' }],
+      [`/campaigns/${id}/edit`, { name: 'J', template_ids: templateId, mail_account_ids: accountId, events: 'contact.saved', reply_to_email: 'a\u0000@x.com' }],
+      ['/templates', { name: 'a\u0000', content: '\u0000{{', subject: 'x'.repeat(2000) }],
+      ['/templates/preview', { content: '{{ x }}', sample_payload: 'x'.repeat(20_000), sample_event: 'evil', sample_contact: 'a'.repeat(400) }],
+      [`/templates/${templateId}/edit`, { name: '', content: '' }],
+      ['/mail-accounts', { host: '\u0000', port: '-1', security: ['tls', 'none'], from_email: 'a@b.c', username: 'a\u0000', password: 'p' }],
+      [`/mail-accounts/${accountId}/edit`, { host: '::ffff:127.0.0.1', port: '25', security: 'none', from_email: 'a@b.co', password: 'p' }],
+      [`/campaigns/${id}/start`, { back: ['campaign', 'x'] }],
+    ];
+    for (const [url, form] of posts) {
+      const res = await session.post(url, form);
+      assert.ok(res.statusCode < 500, `${url} ${JSON.stringify(form).slice(0, 80)}: ${res.statusCode} ${res.body.slice(0, 200)}`);
+    }
+    for (const url of [`/campaigns/${id}?sends_before=x&decisions_before=${'z'.repeat(5000)}`, `/campaigns/${id}?sends_before=${id}`, `/templates/${templateId}?sample_payload=%00&sample_event[]=1`, '/mail-accounts/00000000-0000-0000-0000-000000000000/edit', '/campaigns/00000000-0000-0000-0000-000000000000']) {
+      const res = await session.get(url);
+      assert.ok(res.statusCode < 500, `${url}: ${res.statusCode}`);
+    }
+  });
+});
