@@ -155,6 +155,7 @@ describe('templates', () => {
     assert.equal(row.content, '<p>New {{ contact.email }}</p>');
     assert.ok(row.updated_at > before_.updated_at, 'a new version key for the render cache');
     assert.equal(row.version, 2, 'one new version (the refused edits made none)');
+    assert.match((await session.get(`/templates/${id}?done=saved`)).body, /Template saved[\s\S]*Version 2, updated/);
     assert.equal(row.alt_content, 'New {{ contact.email }}', 'the text part derived again from the new HTML');
 
     const other = await signedIn(t.app, t.database.db, 'Other');
