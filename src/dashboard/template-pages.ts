@@ -152,7 +152,9 @@ export async function templatePages(app: FastifyInstance): Promise<void> {
     const template = await findOwn(request);
     const form = readEditor(request.body);
     const sample = readSample(request.body);
-    return editor(request, reply, { template, form, sample, preview: await preview(user(request).teamId, form, sample) });
+    // As saving will: an untouched text part is derived again from the HTML.
+    const shown = form.alt_content === template.alt_content ? { ...form, alt_content: '' } : form;
+    return editor(request, reply, { template, form, sample, preview: await preview(user(request).teamId, shown, sample) });
   });
 
   app.post<IdParams>('/templates/:id/edit', signedInPost, async (request, reply) => {
