@@ -1,17 +1,10 @@
 // Event-triggered campaigns: create, list, get, update, delete, and
 // start/stop of the latest send. Registered at /public/v1/email/campaigns.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
+import { AppError, notFound, validationFailed } from '../lib/errors.ts';
 import { pageMeta, withErrors } from '../http/schemas.ts';
-import {
-  getCampaign,
-  insertEventCampaign,
-  listCampaigns,
-  lockActiveMailAccountIds,
-  lockActiveTemplateIds,
-  transitionLatestSend,
-  type SendStatus,
-} from './queries.ts';
+import { getCampaign, listCampaigns, transitionLatestSend, type SendStatus } from './queries.ts';
+import { createEventCampaign } from './create.ts';
 import {
   CampaignListResponse,
   CampaignParams,
@@ -22,10 +15,9 @@ import {
   SubmitBody,
   type CampaignValue,
 } from './schemas.ts';
-import { buildSendData, canonicalUuid, normalizeEvent, normalizeEvents } from './send-data.ts';
-import { checkSegmentRules } from './segment.ts';
+import { normalizeEvent } from './send-data.ts';
 import { submitToCampaign } from './submit.ts';
-import { deleteCampaign, duplicateIds, updateCampaign } from './manage.ts';
+import { deleteCampaign, updateCampaign } from './manage.ts';
 import { DecisionObject } from './schemas.ts';
 import { Type } from 'typebox';
 import { UUID_RE } from '../http/schemas.ts';
@@ -34,10 +26,6 @@ const TAGS = ['campaigns'];
 
 // Path ids are checked here, not by the schema: a malformed id names no
 // campaign, so it is a 404 like an unknown one (never a 422, never a SQL error).
-
-function pushDuplicates(ids: string[], field: string, details: ErrorDetail[]): void {
-  details.push(...duplicateIds(ids, field));
-}
 
 const TRANSITIONS = {
   start: { from: 'paused', to: 'active', verb: 'started' },
@@ -62,38 +50,7 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const teamId = request.auth!.teamId;
-      const body = request.body;
-      const details: ErrorDetail[] = [];
-
-      const name = body.name.trim();
-      if (!name) details.push({ field: 'name', message: 'must not be blank' });
-      for (const field of ['from_name', 'reply_to_name'] as const) {
-        if (/[\r\n]/.test(body[field] ?? '')) details.push({ field, message: 'must not contain line breaks' });
-      }
-      // The schema refuses exact repeats; these catch the same id in two spellings.
-      const templateIds = body.template_ids.map(canonicalUuid);
-      const mailAccountIds = body.mail_account_ids.map(canonicalUuid);
-      pushDuplicates(templateIds, 'template_ids', details);
-      pushDuplicates(mailAccountIds, 'mail_account_ids', details);
-      const events = normalizeEvents(body.events);
-      details.push(...checkSegmentRules(body.segment_query?.rules ?? []));
-
-      const campaign = await db.transaction().execute(async (trx) => {
-        const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
-        const accounts = await lockActiveMailAccountIds(trx, teamId, mailAccountIds);
-        templateIds.forEach((id, i) => {
-          if (!templates.has(id)) details.push({ field: `template_ids[${i}]`, message: `no active template ${id} in this team` });
-        });
-        mailAccountIds.forEach((id, i) => {
-          if (!accounts.has(id)) details.push({ field: `mail_account_ids[${i}]`, message: `no active mail account ${id} in this team` });
-        });
-        if (details.length > 0) throw validationFailed(details, 'invalid campaign');
-
-        const sendData = buildSendData({ templateIds, mailAccountIds, events, input: body });
-        const id = await insertEventCampaign(trx, { teamId, name, events, sendData });
-        return (await getCampaign(trx, teamId, id))!;
-      });
+      const campaign = await createEventCampaign(db, request.auth!.teamId, request.body);
       reply.code(201);
       return { ok: true as const, campaign };
     },

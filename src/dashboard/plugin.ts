@@ -14,6 +14,7 @@ import { contactPages } from './contact-pages.ts';
 import { emailPages } from './email-pages.ts';
 import { importPages } from './import-pages.ts';
 import { keyPages } from './key-pages.ts';
+import { mailAccountPages } from './mail-account-pages.ts';
 import { PageError, pageNotFound } from './page-error.ts';
 import { refuseBeforeBody } from './intake.ts';
 import { DashboardKeys, loadSession } from './security.ts';
@@ -83,6 +84,7 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   await app.register(importPages); // before contactPages: /contacts/import is not a contact id
   await app.register(contactPages);
   await app.register(suppressionPages);
+  await app.register(mailAccountPages);
   await app.register(templatePages);
   await app.register(webhookPages);
 }

@@ -110,10 +110,6 @@ export async function findContact(db: Db, teamId: string, id: string) {
   return db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
 }
 
-export async function firstContact(db: Db, teamId: string) {
-  return db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).orderBy('email').limit(1).executeTakeFirst();
-}
-
 export const DELIVERIES_PER_PAGE = 20;
 
 /** A page of a webhook's delivery log, newest first, keyset on webhook_deliveries_webhook_idx. */
@@ -137,4 +133,97 @@ export async function deliveryPage(
     );
   }
   return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(DELIVERIES_PER_PAGE + 1).execute();
+}
+
+/** The team's first active contact by e-mail (a preview never defaults to an unsubscribed or bounced one). */
+export async function firstActiveContact(db: Db, teamId: string) {
+  return db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).where('status', '=', 'active').orderBy('email').limit(1).executeTakeFirst();
+}
+
+export const CAMPAIGN_ROWS_PER_PAGE = 20;
+
+const keyset = (table: string, teamId: string, before: string | undefined) =>
+  before
+    ? sql`AND (x.created_at, x.id) < (SELECT b.created_at, b.id FROM ${sql.table(table)} b WHERE b.team_id = ${teamId} AND b.id = ${before})`
+    : sql``;
+
+export type CampaignMessageRow = {
+  id: string;
+  email: string;
+  status: string;
+  subject: string | null;
+  template_name: string | null;
+  from_email: string | null;
+  attempts: number;
+  created_at: Date;
+  sent_at: Date | null;
+  first_opened_at: Date | null;
+  first_clicked_at: Date | null;
+  last_error: string | null;
+};
+
+/** A page of the campaign's messages, newest first, after the message `before` (email_send_log_campaign_idx). */
+export async function campaignMessagePage(db: Db, teamId: string, campaignId: string, before: string | undefined): Promise<CampaignMessageRow[]> {
+  const { rows } = await sql<CampaignMessageRow>`
+    SELECT x.id, x.email, x.status, x.subject, t.name AS template_name, a.from_email, x.attempts, x.created_at, x.sent_at,
+           x.first_opened_at, x.first_clicked_at, x.last_error
+      FROM email_send_log x
+      LEFT JOIN templates t ON t.id = x.template_id AND t.team_id = x.team_id
+      LEFT JOIN mail_accounts a ON a.id = x.mail_account_id AND a.team_id = x.team_id
+     WHERE x.campaign_id = ${campaignId} AND x.team_id = ${teamId} ${keyset('email_send_log', teamId, before)}
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT ${CAMPAIGN_ROWS_PER_PAGE + 1}`.execute(db);
+  return rows;
+}
+
+export type CampaignDecisionRow = {
+  id: string;
+  decision: 'send' | 'skip';
+  reason: string | null;
+  event_name: string | null;
+  contact_id: string | null;
+  email: string | null;
+  email_send_log_id: string | null;
+  send_status: string | null;
+  decided_at: Date;
+};
+
+/** A page of the campaign's decisions (why each event did or did not send), newest first (campaign_decisions_campaign_idx). */
+export async function campaignDecisionPage(db: Db, teamId: string, campaignId: string, before: string | undefined): Promise<CampaignDecisionRow[]> {
+  const { rows } = await sql<CampaignDecisionRow>`
+    SELECT x.id, x.decision, x.reason, e.name AS event_name, x.contact_id, k.email, x.email_send_log_id, l.status AS send_status, x.decided_at
+      FROM campaign_decisions x
+      LEFT JOIN events e ON e.id = x.event_id AND e.team_id = x.team_id
+      LEFT JOIN contacts k ON k.id = x.contact_id AND k.team_id = x.team_id
+      LEFT JOIN email_send_log l ON l.id = x.email_send_log_id AND l.team_id = x.team_id
+     WHERE x.campaign_id = ${campaignId} AND x.team_id = ${teamId} ${keyset('campaign_decisions', teamId, before)}
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT ${CAMPAIGN_ROWS_PER_PAGE + 1}`.execute(db);
+  return rows;
+}
+
+/** The campaign's counts from its send log (index-only on the covering index of email_send_log (campaign_id)). */
+export async function campaignCounts(db: Db, teamId: string, campaignId: string) {
+  const { rows } = await sql<{ sent: number; opened: number; clicked: number; bounced: number; queued: number }>`
+    SELECT count(*) FILTER (WHERE l.sent_at IS NOT NULL)::int AS sent,
+           count(*) FILTER (WHERE l.first_opened_at IS NOT NULL)::int AS opened,
+           count(*) FILTER (WHERE l.first_clicked_at IS NOT NULL)::int AS clicked,
+           count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard'))::int AS bounced,
+           count(*) FILTER (WHERE l.status IN ('queued', 'sending', 'deferred'))::int AS queued
+      FROM email_send_log l
+     WHERE l.campaign_id = ${campaignId} AND l.team_id = ${teamId}`.execute(db);
+  return rows[0]!;
+}
+
+/** Names of the team's templates and addresses of its mail accounts among `ids`, for showing a campaign's settings. */
+export async function campaignParts(db: Db, teamId: string, templateIds: string[], accountIds: string[]) {
+  const [templates, accounts] = await Promise.all([
+    templateIds.length
+      ? db.selectFrom('templates').select(['id', 'name', 'status']).where('team_id', '=', teamId).where('id', 'in', templateIds).execute()
+      : [],
+    accountIds.length
+      ? db.selectFrom('mail_accounts').select(['id', 'from_email', 'status']).where('team_id', '=', teamId).where('id', 'in', accountIds).execute()
+      : [],
+  ]);
+  return { templates, accounts };
 }

@@ -1,10 +1,10 @@
 // Templates API: create, list, get, update (a new version), delete.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
+import { AppError, notFound, validationFailed } from '../lib/errors.ts';
 import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';
 import { deleteTemplate, findTemplate, insertTemplate, listTemplates, type TemplateRow } from './queries.ts';
-import { checkTemplate } from './check.ts';
-import { nulCharacters, templateFieldProblems, TEMPLATE_VERSIONS_KEPT, updateTemplate } from './manage.ts';
+import { checkTemplateInput } from './validate.ts';
+import { nulCharacters, TEMPLATE_VERSIONS_KEPT, updateTemplate } from './manage.ts';
 import {
   CreateTemplateBody,
   ListTemplatesQuery,
@@ -13,7 +13,6 @@ import {
   TemplateResponse,
   UpdateTemplateBody,
 } from './schemas.ts';
-
 
 function toListItem(row: TemplateRow) {
   return {
@@ -60,15 +59,8 @@ export const templatesRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const body = request.body;
-      const details: ErrorDetail[] = templateFieldProblems(body);
-      // Parse, caps, trial render and alt_content derivation: in the untrusted pool, off this event loop.
-      const checked = await checkTemplate(
-        { content: body.content, subject: body.subject, alt_content: body.alt_content },
-        { deriveAlt: true, limits: app.deps.config.render, team: request.auth!.teamId },
-      );
-      details.push(...checked.details);
+      const { details, altContent } = await checkTemplateInput(body, { limits: app.deps.config.render, team: request.auth!.teamId });
       if (details.length) throw validationFailed(details);
-      const altContent = checked.altContent ?? body.alt_content ?? '';
 
       const row = await insertTemplate(app.deps.db, request.auth!.teamId, {
         name: body.name.trim(),

@@ -10,6 +10,7 @@ import pino from 'pino';
 import { startWorker, type WorkerHandle } from '../../src/background.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { startReceiver, type Receiver } from '../webhooks/receiver.ts';
+import { decodeHeader, parseMessage, startCaptureSink, type CaptureSink } from '../engine/sink.ts';
 import { insertMailAccount, insertTemplate } from '../campaigns/fixtures.ts';
 import { browserSkipReason, launch, SCREENSHOTS } from './browser.ts';
 import { makeUserTeam, PASSWORD } from './session.ts';
@@ -20,6 +21,7 @@ if (skip) console.log(`# ${skip}`);
 let t: TestApp;
 let worker: WorkerHandle;
 let receiver: Receiver;
+let sink: CaptureSink;
 let me: { teamId: string; key: string; email: string };
 let browser: Browser;
 let page: Page;
@@ -33,6 +35,7 @@ before(async () => {
   // A real worker: event processing and webhook delivery, as `npm start` runs it.
   worker = await startWorker(t.database.pool, { db: t.database.db, config: testConfig(config) }, pino({ level: 'silent' }));
   receiver = await startReceiver();
+  sink = await startCaptureSink();
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   base = `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}`;
   browser = await launch();
@@ -42,6 +45,7 @@ after(async () => {
   await browser?.close();
   await worker?.stop();
   await receiver?.close();
+  await sink?.close();
   await t?.close();
 });
 
@@ -116,7 +120,7 @@ test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, is
   await page.goto(`${base}/templates`);
   await shot('templates');
   await page.getByRole('link', { name: /Preview/ }).first().click();
-  await page.getByLabel(/Preview for the contact/).fill('ada@example.com');
+  await page.getByLabel(/^Contact \(e-mail/).fill('ada@example.com');
   await page.getByRole('button', { name: 'Preview' }).click();
   const frame = page.frameLocator('iframe.preview');
   assert.match(await frame.locator('body').innerText(), /Hi Ada/);
@@ -202,4 +206,109 @@ test('webhooks in Chromium: create, event delivered and logged, resend; locked w
   assert.equal(row2.url, receiver.url);
   await page.goto(`${base}/webhooks`);
   await shot('webhooks');
+});
+
+test('create and edit in Chromium: a template with its live preview, a mail account checked against SMTP, a campaign; an API event; the sent e-mail on the campaign page; the edited template and campaign send the next one', { skip, timeout: 180_000 }, async () => {
+  // Template: the preview follows the typing (no Preview click), with sample event data.
+  await page.goto(`${base}/templates`);
+  await page.getByRole('link', { name: 'Create a template' }).click();
+  await page.getByLabel('Name', { exact: true }).fill('Browser welcome mail');
+  await page.getByLabel('Subject (Liquid, one line)').fill('Welcome {{ contact.first_name | default: "friend" }}');
+  await page.getByLabel('HTML', { exact: true }).fill('<p>Hello {{ contact.first_name | default: "friend" }}, your plan: {{ event.payload.plan | default: "none" }}</p>');
+  await page.getByLabel(/^Event payload/).fill('{"plan": "Gold"}');
+  const frame = page.frameLocator('iframe.preview');
+  await frame.locator('body').getByText('your plan: Gold').waitFor({ timeout: 15_000 });
+  await shot('template-editor');
+  await page.getByRole('button', { name: 'Create template' }).click();
+  await page.waitForURL(/\/templates\/[0-9a-f-]{36}\?done=created/);
+
+  // Mail account: the SMTP sink on 127.0.0.1 (allowed by ALLOWED_PRIVATE_TARGETS here), checked before saving.
+  await page.getByRole('link', { name: 'Mail accounts' }).click();
+  await page.getByRole('link', { name: 'Add a mail account' }).click();
+  await page.getByLabel('From e-mail').fill('hello@browser.example');
+  await page.getByLabel('From name (optional)').fill('Browser Shop');
+  await page.getByLabel(/^SMTP server/).fill('127.0.0.1');
+  await page.getByLabel('Port').fill(String(sink.port));
+  await page.getByLabel('Security').selectOption('none');
+  assert.ok(await page.getByLabel(/Check the connection and the login/).isChecked(), 'the check is on by default');
+  await shot('mail-account-new');
+  await page.getByRole('button', { name: 'Save mail account' }).click();
+  await page.waitForURL(/\/mail-accounts\?done=created_verified/);
+  assert.ok(await page.getByText('the server accepted the connection and the login').isVisible());
+  await shot('mail-accounts');
+
+  // Campaign: on contact.saved, with that template and account.
+  await page.getByRole('link', { name: 'Campaigns' }).click();
+  await page.getByRole('link', { name: 'Create a campaign' }).click();
+  await page.getByLabel('Name', { exact: true }).fill('Browser onboarding');
+  assert.ok(await page.getByLabel('contact.saved').isChecked());
+  await page.getByLabel('Browser welcome mail').check();
+  await page.getByLabel('hello@browser.example').check();
+  await shot('campaign-new');
+  await page.getByRole('button', { name: 'Create campaign' }).click();
+  await page.waitForURL(/\/campaigns\/[0-9a-f-]{36}\?done=created/);
+  const campaignPath = new URL(page.url()).pathname;
+
+  // The event, through the public API.
+  const fired = await fetch(`${base}/public/v1/email/events`, {
+    method: 'POST',
+    headers: { 'x-api-key': me.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ event_name: 'contact.saved', email: 'newt@browser.example', payload: { plan: 'Gold' } }),
+  });
+  assert.equal(fired.status, 202, await fired.text());
+  const mail = (await sink.waitFor(1, 60_000)).find((m) => m.to.includes('newt@browser.example'));
+  assert.ok(mail, 'the campaign e-mail reached the SMTP server');
+  const parsed = parseMessage(mail.raw);
+  assert.equal(decodeHeader(parsed.headers.get('subject') ?? ''), 'Welcome friend');
+  assert.match(parsed.html, /your plan: Gold/);
+
+  // The campaign page shows it sent (the status is written just after SMTP accepts: reload until it shows).
+  const send = page.locator('tr.campaign-send').filter({ hasText: 'newt@browser.example' });
+  for (let i = 0; i < 50; i++) {
+    await page.goto(`${base}${campaignPath}`);
+    if ((await send.count()) > 0 && /\bsent\b/.test(await send.innerText())) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.match(await send.innerText(), /newt@browser\.example[\s\S]*Welcome friend[\s\S]*sent/);
+  const decision = page.locator('tr.campaign-decision').filter({ hasText: 'newt@browser.example' });
+  assert.match(await decision.innerText(), /contact\.saved[\s\S]*sent/);
+  await shot('campaign');
+  // The message's own page, from the campaign page.
+  await send.getByRole('link', { name: 'newt@browser.example' }).click();
+  await page.waitForURL(/\/emails\/[0-9a-f-]{36}/);
+  assert.ok(await page.getByText('Welcome friend').first().isVisible());
+
+  // Edit the template (a new version) and the campaign; the next event sends the new version.
+  await page.goto(`${base}/templates`);
+  await page.getByRole('link', { name: 'Edit Browser welcome mail' }).click();
+  await page.getByLabel('Subject (Liquid, one line)').fill('Welcome aboard, {{ contact.first_name | default: "friend" }}');
+  await page.getByRole('button', { name: 'Save template' }).click();
+  await page.waitForURL(/\/templates\/[0-9a-f-]{36}\?done=saved/);
+  await page.goto(`${base}${campaignPath}`);
+  await page.getByRole('link', { name: 'Edit Browser onboarding' }).click();
+  await page.getByLabel('Name', { exact: true }).fill('Browser onboarding v2');
+  await page.getByLabel('lead.created').check();
+  await shot('campaign-edit');
+  await page.getByRole('button', { name: 'Save campaign' }).click();
+  await page.waitForURL(/done=saved/);
+  assert.ok(await page.getByRole('heading', { name: 'Browser onboarding v2' }).isVisible());
+  assert.match(await page.locator('dl.facts').innerText(), /contact\.saved, lead\.created/);
+  const lead = await fetch(`${base}/public/v1/email/events`, {
+    method: 'POST',
+    headers: { 'x-api-key': me.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ event_name: 'lead.created', email: 'lena@browser.example', payload: { plan: 'Silver' } }),
+  });
+  assert.equal(lead.status, 202, await lead.text());
+  const deadline = Date.now() + 60_000;
+  let second;
+  while (!(second = sink.messages.find((m) => m.to.includes('lena@browser.example'))) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  assert.ok(second, 'the lead.created event sent the e-mail');
+  assert.equal(decodeHeader(parseMessage(second.raw).headers.get('subject') ?? ''), 'Welcome aboard, friend');
+  const leadSend = page.locator('tr.campaign-send').filter({ hasText: 'lena@browser.example' });
+  for (let i = 0; i < 50; i++) {
+    await page.goto(`${base}${campaignPath}`);
+    if ((await leadSend.count()) > 0 && /\bsent\b/.test(await leadSend.innerText())) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.match(await leadSend.innerText(), /Welcome aboard, friend[\s\S]*sent/);
 });

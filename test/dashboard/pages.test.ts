@@ -114,14 +114,14 @@ describe('contacts and template preview', () => {
         .returning('id')
         .executeTakeFirstOrThrow()
     ).id;
-    const preview = await session.get(`/templates/${templateId}?contact=BOB@example.com`);
+    const preview = await session.get(`/templates/${templateId}?sample_contact=BOB@example.com`);
     assert.equal(preview.statusCode, 200);
     assert.match(preview.body, /Hi Bob/);
     assert.match(preview.body, /srcdoc="&lt;p&gt;Hello Bob \(\)&lt;\/p&gt;"/);
     // As the sender does: a contact's value is text in the HTML, never markup.
-    const ada = await session.get(`/templates/${templateId}?contact=ada@example.com`);
+    const ada = await session.get(`/templates/${templateId}?sample_contact=ada@example.com`);
     assert.match(ada.body, /srcdoc="&lt;p&gt;Hello &amp;lt;script&amp;gt;alert\(1\)&amp;lt;\/script&amp;gt; \(gold\)&lt;\/p&gt;"/);
-    const missing = await session.get(`/templates/${templateId}?contact=nobody@example.com`);
+    const missing = await session.get(`/templates/${templateId}?sample_contact=nobody@example.com`);
     assert.match(missing.body, /No contact with the e-mail/);
   });
 });
@@ -158,7 +158,7 @@ describe('junk input', () => {
     const gets = [
       '/contacts?q=%00', '/contacts?q=%FF%FE', '/contacts?q=\u{10FFFF}', '/contacts?q=a&q=b', '/contacts?q[x]=1', `/contacts?after=${'z'.repeat(5000)}`,
       '/contacts?q=%25%5F%5C', '/campaigns?before=not-a-uuid', `/campaigns?before=${other.id}`, '/campaigns?done=__proto__',
-      '/templates/00000000-0000-0000-0000-000000000000?contact=%00', '/webhooks/00000000-0000-0000-0000-000000000000?status=x&before=y',
+      '/templates/00000000-0000-0000-0000-000000000000?sample_contact=%00', '/webhooks/00000000-0000-0000-0000-000000000000?status=x&before=y',
       '/assets/..%2Fplugin.ts', '/assets/__proto__', '/sign-in?next=//evil.example.com', '/developer/api-keys?done=%00',
     ];
     for (const url of gets) {

@@ -40,6 +40,11 @@ test(`every page under ${LIMIT_MS} ms with ${CONTACTS} contacts`, { timeout: 300
                    CASE WHEN k.opens_count > 0 THEN now() END
               FROM contacts k, (SELECT array_agg(id) AS ids FROM campaigns WHERE team_id = ${teamId}) c
              WHERE k.team_id = ${teamId}`.execute(db);
+  // One decision per logged e-mail, so the campaign pages page through 3,300 decisions each.
+  await sql`INSERT INTO campaign_decisions (team_id, campaign_id, contact_id, decision, reason, decided_at)
+            SELECT team_id, campaign_id, contact_id, 'skip', 'cooldown', now() FROM email_send_log WHERE team_id = ${teamId}`.execute(db);
+  await sql`INSERT INTO mail_accounts (team_id, host, port, security, from_email)
+            SELECT ${teamId}::uuid, 'smtp.example.com', 587, 'starttls', 'sender' || i || '@example.com' FROM generate_series(1, 10) AS i`.execute(db);
   // A webhook with 100,000 logged deliveries.
   const hook = await createWebhook(db, webhookSecretBox(testConfig().appSecret), teamId, { url: 'https://hooks.example.com/in', events: ['email.sent'] });
   await sql`INSERT INTO webhook_deliveries (id, team_id, webhook_id, event, payload, status, attempts, created_at)
@@ -62,7 +67,13 @@ test(`every page under ${LIMIT_MS} ms with ${CONTACTS} contacts`, { timeout: 300
     `/contacts/${contact.id}`,
     '/templates',
     `/templates/${template.id}`,
-    `/templates/${template.id}?contact=user123@example.com`,
+    `/templates/${template.id}?sample_contact=user123@example.com`,
+    '/templates/new',
+    `/templates/${template.id}/edit`,
+    `/campaigns/${campaign.id}`,
+    `/campaigns/${campaign.id}/edit`,
+    '/campaigns/new',
+    '/mail-accounts',
     '/developer/api-keys',
     '/webhooks',
     `/webhooks/${hook.id}`,

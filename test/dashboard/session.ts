@@ -35,18 +35,20 @@ export class Session {
     return this.keep((await this.app.inject({ method: 'GET', url, headers: { cookie: this.cookie } })) as unknown as Res);
   }
 
-  /** POSTs a form; the page's CSRF token is added unless `_csrf` is given (null: left out). */
-  async post(url: string, form: Record<string, string | null> = {}): Promise<Res> {
-    const fields: Record<string, string> = { _csrf: this.csrf };
+  /** POSTs a form; the page's CSRF token is added unless `_csrf` is given (null: left out); an array is a repeated field. */
+  async post(url: string, form: Record<string, string | string[] | null> = {}): Promise<Res> {
+    const fields: Record<string, string | string[]> = { _csrf: this.csrf };
     for (const [k, v] of Object.entries(form)) {
       if (v === null) delete fields[k];
       else fields[k] = v;
     }
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(fields)) for (const one of Array.isArray(v) ? v : [v]) params.append(k, one);
     const res = await this.app.inject({
       method: 'POST',
       url,
       headers: { cookie: this.cookie, 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams(fields).toString(),
+      payload: params.toString(),
     });
     return this.keep(res as unknown as Res);
   }

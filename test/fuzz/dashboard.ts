@@ -10,13 +10,21 @@ import { enc, hugeString, NASTY_STRINGS, pathId, type RawBody } from './generate
 import type { Operation, Req } from './run.ts';
 import { idKindOf, type World } from './world.ts';
 
-const FIELDS = ['_csrf', 'email', 'emails', 'reason', 'password', 'confirm', 'token', 'next', 'name', 'url', 'events', 'description', 'is_enabled', 'q', 'x'];
-const QUERY = ['q', 'after', 'before', 'done', 'status', 'contact', 'token', 'next', 'page', 'reason'];
+const FIELDS = [
+  '_csrf', 'email', 'emails', 'reason', 'password', 'confirm', 'token', 'next', 'name', 'url', 'events', 'description', 'is_enabled', 'q', 'x',
+  // Template editor and preview, campaign and mail-account forms.
+  'subject', 'content', 'alt_content', 'sample_contact', 'sample_event', 'sample_payload', 'sample_campaign',
+  'template_ids', 'mail_account_ids', 'from_name', 'reply_to_name', 'reply_to_email', 'open_tracking', 'click_tracking', 'enabled',
+  'contact_cooldown_interval', 'contact_daily_email_cap', 'back',
+  'host', 'port', 'security', 'username', 'from_email', 'daily_limit', 'campaign_share_percent', 'verify',
+];
+const QUERY = ['q', 'after', 'before', 'done', 'status', 'contact', 'token', 'next', 'page', 'reason', 'sample_contact', 'sample_event', 'sample_payload', 'sample_campaign', 'sends_before', 'decisions_before'];
 
 const value = fc.oneof(
   { weight: 4, arbitrary: fc.string({ maxLength: 30 }) },
   { weight: 3, arbitrary: fc.constantFrom(...NASTY_STRINGS) },
   { weight: 2, arbitrary: fc.constantFrom('email.sent', 'email.opened', 'on', 'true', 'alpha1@example.com', 'correct horse battery', '/campaigns', '//evil.example', 'https://127.0.0.2/next', 'failed', 'resent', 'manual', 'unsubscribed') },
+  { weight: 2, arbitrary: fc.constantFrom('contact.saved', 'sale_created', '{"a":1}', '[1]', '{{ contact.email }}', '{% for %}', '127.0.0.1', '587', '-1', '1e9', 'none', 'starttls', 'campaign', '0') },
   { weight: 1, arbitrary: hugeString.map((x) => x.slice(0, 5_000)) },
 );
 

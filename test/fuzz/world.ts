@@ -38,7 +38,7 @@ export function idKindOf(path: string, param: string): IdKind {
   if (param === 'id') {
     const prefixes: [string, IdKind][] = api
       ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event']]
-      : [['/templates/', 'template'], ['/emails/', 'send'], ['/contacts/import/', 'import'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
+      : [['/templates/', 'template'], ['/mail-accounts/', 'mailAccount'], ['/emails/', 'send'], ['/contacts/import/', 'import'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
     for (const [prefix, kind] of prefixes) if (rest.startsWith(`${prefix}{id}`)) return kind;
   }
   throw new Error(`no id source for path parameter {${param}} of ${path}: add it to idKindOf in test/fuzz/world.ts`);

@@ -190,7 +190,7 @@ describe('team isolation matrix (generated from the route table)', () => {
     const markersOf = (t: Team) => [t.teamId, ...Object.values(t.ids).flat()];
     // Where A's own answer must show A's rows, or the check on B's proves nothing.
     const mustShow = new Set(['/email/contacts/unsubscribes', '/email/templates', '/email/mail-accounts', '/email/campaigns', '/webhooks', '/email/suppressions'].map((p) => `/public/v1${p}`));
-    for (const p of ['/campaigns', '/contacts', '/templates', '/webhooks', '/developer/api-keys', '/suppressions']) mustShow.add(p);
+    for (const p of ['/campaigns', '/contacts', '/templates', '/mail-accounts', '/webhooks', '/developer/api-keys', '/suppressions']) mustShow.add(p);
     for (const p of mustShow) assert.ok(lists.some((r) => r.path === p), `${p} is not in the route table any more: update mustShow`);
     for (const route of lists) {
       for (const query of ['?per_page=100', '?per_page=100&search=alpha', '?per_page=100&search=example', '?q=alpha&page=1']) {

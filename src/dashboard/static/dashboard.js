@@ -27,3 +27,34 @@ document.addEventListener('submit', (event) => {
   const message = event.target.dataset?.confirm;
   if (message && !window.confirm(message)) event.preventDefault();
 });
+// Live template preview: a form with data-live-preview="<url>" posts itself to
+// that URL after a pause in typing and swaps in the #preview section of the
+// page it gets back (the same page the "Preview" button loads without
+// JavaScript). Only the newest answer is shown.
+const LIVE_PREVIEW_PAUSE_MS = 600;
+for (const form of document.querySelectorAll('form[data-live-preview]')) {
+  let timer;
+  let latest = 0;
+  const refresh = async () => {
+    const mine = ++latest;
+    let html;
+    try {
+      const response = await fetch(form.dataset.livePreview, {
+        method: 'POST',
+        body: new URLSearchParams(new FormData(form)),
+        credentials: 'same-origin',
+      });
+      html = await response.text();
+    } catch {
+      return; // offline or refused: the Preview button still works
+    }
+    if (mine !== latest) return;
+    const fresh = new DOMParser().parseFromString(html, 'text/html').getElementById('preview');
+    const current = document.getElementById('preview');
+    if (fresh && current) current.replaceWith(fresh);
+  };
+  form.addEventListener('input', () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => void refresh(), LIVE_PREVIEW_PAUSE_MS);
+  });
+}
