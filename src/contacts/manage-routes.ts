@@ -8,7 +8,7 @@ import { eraseAddress } from './erase.ts';
 import { findContactById, listContacts, patchContact, patchProblems } from './manage.ts';
 import { findContactByEmail } from './queries.ts';
 import {
-  ContactEmailParams,
+  ContactEmailQuery,
   ContactIdParams,
   ContactListQuery,
   ContactListResponse,
@@ -66,18 +66,18 @@ export const contactManageRoutes: FastifyPluginAsyncTypebox = async (app) => {
   );
 
   app.get(
-    '/by-email/:email',
+    '/by-email',
     {
       schema: {
         tags,
         summary: 'Get a contact by e-mail address',
-        description: 'The address is matched trimmed and lower-cased (URL-encode it: `+` is `%2B`). No contact with it: 404.',
-        params: ContactEmailParams,
+        description: '`?email=`: the address is matched trimmed and lower-cased (URL-encode it: `+` is `%2B`). No contact with it: 404.',
+        querystring: ContactEmailQuery,
         response: withErrors({ 200: ContactResponse }, [404]),
       },
     },
     async (request) => {
-      const email = request.params.email;
+      const email = request.query.email;
       // An address that cannot be stored names no contact.
       const found = isEmail(email) ? await findContactByEmail(db, request.auth!.teamId, normalizeEmail(email)) : undefined;
       if (!found) throw notFound('contact');

@@ -28,17 +28,26 @@ export type ContactFilter = PageRequest & {
  * on tags), created range (team, created_at).
  */
 export async function listContacts(db: Db, teamId: string, f: ContactFilter) {
+  const q = contactListQueries(db, teamId, f);
+  return paginate(
+    f,
+    async () => (await q.count.executeTakeFirstOrThrow()).n,
+    (limit, offset) => q.page(limit, offset).execute(),
+  );
+}
+
+/** The count and page queries of a filtered list (exported so a test or benchmark can EXPLAIN the real thing). */
+export function contactListQueries(db: Db, teamId: string, f: Omit<ContactFilter, 'page' | 'perPage'>) {
   let q = db.selectFrom('contacts').where('team_id', '=', teamId);
   if (f.status) q = q.where('status', '=', f.status);
   if (f.tag !== undefined) q = q.where(sql<boolean>`tags @> ARRAY[${f.tag.trim()}]::text[]`);
   if (f.search) q = q.where(sql<boolean>`email LIKE ${escapeLike(normalizeEmail(f.search)) + '%'}`);
   if (f.createdAfter) q = q.where('created_at', '>=', f.createdAfter);
   if (f.createdBefore) q = q.where('created_at', '<', f.createdBefore);
-  return paginate(
-    f,
-    async () => (await q.select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n,
-    (limit, offset) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute(),
-  );
+  return {
+    count: q.select((eb) => eb.fn.countAll<number>().as('n')),
+    page: (limit: number, offset: number) => q.selectAll().orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset),
+  };
 }
 
 export async function findContactById(db: Db | Transaction<Database>, teamId: string, id: string): Promise<ContactRow | undefined> {

@@ -106,7 +106,10 @@ export const ContactListQuery = pageQuery(20, {
 export type ContactListQueryT = Static<typeof ContactListQuery>;
 
 export const ContactIdParams = Type.Object({ id: Type.String({ pattern: UUID_PATTERN }) });
-export const ContactEmailParams = Type.Object({ email: Type.String({ minLength: 1, maxLength: 320 }) });
+export const ContactEmailQuery = Type.Object(
+  { email: Type.String({ minLength: 1, maxLength: 320, description: 'The address, matched trimmed and lower-cased' }) },
+  { additionalProperties: true },
+);
 
 const { email: _email, tags: _tags, ...patchable } = ContactInput.properties;
 export const ContactPatchBody = Type.Object(

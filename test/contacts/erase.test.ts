@@ -206,7 +206,7 @@ describe('erasing a contact', () => {
     const left = await t.database.db.selectFrom('email_send_log').select(['email', 'status']).where('team_id', '=', s.teamId).execute();
     assert.deepEqual(left, [{ email: '(erased)', status: 'cancelled' }]);
     // The other team's contact with the same address is untouched.
-    assert.equal((await call(other.key, 'GET', `/email/contacts/by-email/${encodeURIComponent(address)}`)).statusCode, 200);
+    assert.equal((await call(other.key, 'GET', `/email/contacts/by-email?email=${encodeURIComponent(address)}`)).statusCode, 200);
 
     // Again: nothing left, still 200 (idempotent), one hashed suppression.
     const twice = await call(s.key, 'POST', '/email/contacts/erase', { email: address });

@@ -91,13 +91,13 @@ describe('contacts API: list, get, patch', () => {
     const byId = await call(key, 'GET', `/${c.id}`);
     assert.equal(byId.statusCode, 200, byId.body);
     assert.deepEqual(byId.json().contact, c, 'the same contact object the upsert answers');
-    const byEmail = await call(key, 'GET', `/by-email/${encodeURIComponent(' GRACE+hopper@example.com ')}`);
+    const byEmail = await call(key, 'GET', `/by-email?email=${encodeURIComponent(' GRACE+hopper@example.com ')}`);
     assert.equal(byEmail.statusCode, 200, byEmail.body);
     assert.equal(byEmail.json().contact.id, c.id);
 
     for (const [k, url] of [
-      [other.key, `/${c.id}`], [other.key, `/by-email/${encodeURIComponent('grace+hopper@example.com')}`],
-      [key, '/0190a5b0-0000-7000-8000-000000000000'], [key, '/not-a-uuid'], [key, '/by-email/nobody%40example.com'], [key, '/by-email/not-an-address'],
+      [other.key, `/${c.id}`], [other.key, `/by-email?email=${encodeURIComponent('grace+hopper@example.com')}`],
+      [key, '/0190a5b0-0000-7000-8000-000000000000'], [key, '/not-a-uuid'], [key, '/by-email?email=nobody%40example.com'], [key, '/by-email?email=not-an-address'],
     ] as const) {
       const res = await call(k, 'GET', url);
       assert.equal(res.statusCode, 404, `${url}: ${res.body}`);
