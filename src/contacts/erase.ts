@@ -2,7 +2,7 @@
 // address, or the contact's personal data, is deleted or scrubbed; anonymous
 // counts stay; the address stays suppressed through its keyed hash only.
 //
-// What happens to each kind of row (docs/decisions.md, "Erasing a contact"):
+// What happens to each kind of row (docs/decisions.md, "Erasing a contact or an address"):
 // - contacts: deleted (their counters go with them);
 // - messages (email_send_log): kept for the counts (campaign pages, send
 //   totals, daily usage) but anonymised: the address becomes ERASED_ADDRESS,
