@@ -26,7 +26,7 @@ import { Allowance, claimForSmtp, dailyCap, wakeNextDay } from './daily-usage.ts
 import { renderMessage } from './message.ts';
 import { RenderFailure } from '../templates/pool-run.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
-import { ALL_MAIL_REASONS } from '../contacts/suppressions.ts';
+import { ALL_MAIL_REASONS, emailHmac } from '../contacts/suppressions.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
 
 export { SEND_PRIORITY, TRANSACTIONAL_SEND_PRIORITY, type Outcome } from './send-record.ts';
@@ -189,7 +189,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
         FROM email_send_log WHERE id = ANY (${ids}::uuid[]) AND status IN ('queued', 'deferred')`.execute(db);
     const claimed = new Set<string>();
     if (rows.length > 0) {
-      const contexts = await loadContexts(db, rows);
+      const contexts = await loadContexts(db, rows, appSecret);
       const rec = new Recorder(db, config);
       const waiting: SendRow[] = [];
       const allowance = new Allowance();
@@ -324,7 +324,9 @@ type Context = {
 };
 
 /** What each claimed row needs to be sent, in one statement; a string says why it cannot be. */
-async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Context | string>> {
+async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Promise<Map<string, Context | string>> {
+  // An erased address is suppressed by its keyed hash only (contacts/erase.ts).
+  const hmacs = claimed.map((r) => emailHmac(appSecret, r.email));
   const { rows } = await sql<Record<string, any>>`
     SELECT l.id, to_jsonb(k) AS contact,
            CASE WHEN a.id IS NULL THEN NULL ELSE jsonb_build_object(
@@ -339,8 +341,10 @@ async function loadContexts(db: Db, claimed: SendRow[]): Promise<Map<string, Con
            CASE WHEN c.id IS NULL THEN NULL ELSE jsonb_build_object('id', c.id, 'name', c.name) END AS campaign,
            l.source, l.to_name, l.render,
            (SELECT s.reason FROM suppressions s
-             WHERE s.team_id = l.team_id AND s.email = l.email AND s.reason = ANY (${ALL_MAIL_REASONS}::text[])) AS suppressed
+             WHERE s.team_id = l.team_id AND (s.email = l.email OR s.email_hmac = h.hmac) AND s.reason = ANY (${ALL_MAIL_REASONS}::text[])
+             LIMIT 1) AS suppressed
       FROM email_send_log l
+      JOIN unnest(${claimed.map((r) => r.id)}::uuid[], ${hmacs}::text[]) AS h (id, hmac) ON h.id = l.id
       LEFT JOIN contacts k ON k.id = l.contact_id AND k.team_id = l.team_id
       LEFT JOIN mail_accounts a ON a.id = l.mail_account_id AND a.team_id = l.team_id
       LEFT JOIN templates t ON t.id = l.template_id AND t.team_id = l.team_id

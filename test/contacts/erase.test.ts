@@ -185,6 +185,14 @@ describe('erasing a contact', () => {
     // Nothing more is sent or delivered about the erased address.
     await drain(t, { config });
     assert.equal(sink.messages.filter((m) => m.to.includes(address)).length, sentBefore!.n, 'the cancelled message was not sent');
+    // The team adds the address again: the campaign it triggers is suppressed at send time by the hash.
+    const back = await s.c.post('/email/contacts/upsert', { email: address });
+    assert.equal(back.statusCode, 200, back.body);
+    await drain(t, { config });
+    assert.equal(sink.messages.filter((m) => m.to.includes(address)).length, sentBefore!.n, 'nothing is sent to the address again');
+    const again2 = await t.database.db.selectFrom('email_send_log').select(['status', 'source', 'last_error']).where('team_id', '=', s.teamId).where('email', '=', address).execute();
+    const campaignMail = again2.find((r) => r.source === 'campaign');
+    assert.ok(campaignMail && /erased/.test(campaignMail.last_error ?? '') && campaignMail.status !== 'sent', JSON.stringify(again2));
     const open2 = await t.app.inject({ method: 'GET', url: pixel, headers: { 'user-agent': 'again' } });
     assert.equal(open2.statusCode, 200, 'the pixel still answers');
     assert.equal((await t.database.db.selectFrom('tracking_hits').select('id').where('team_id', '=', s.teamId).execute()).length, 0, 'and records nothing');
