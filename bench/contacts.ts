@@ -11,7 +11,6 @@
 // its one transaction (that duration is how long the subject's rows stay
 // locked), and the report of what it removed is printed.
 import { performance } from 'node:perf_hooks';
-import { sql } from 'kysely';
 import { eraseAddress } from '../src/contacts/erase.ts';
 import { contactListQueries, listContacts, type ContactFilter } from '../src/contacts/manage.ts';
 import { createTeam } from '../src/teams/queries.ts';

@@ -41,8 +41,8 @@ describe('contacts API: list, get, patch', () => {
     const b1 = page1.json();
     assert.deepEqual(b1.meta, { current_page: '1', per_page: 20, total: '28', last_page: '2' });
     assert.equal(b1.contacts.length, 20);
-    const times = b1.contacts.map((c: any) => c.created_at);
-    assert.deepEqual([...times].sort().reverse(), times, 'newest first');
+    const times: string[] = b1.contacts.map((c: any) => c.created_at);
+    assert.deepEqual([...times].sort((x, y) => (x < y ? 1 : x > y ? -1 : 0)), times, 'newest first');
     assert.ok(b1.contacts.every((c: any) => c.team_id === teamId));
     assert.equal(typeof b1.contacts[0].sent_count, 'string', 'the contact object of the other contact routes');
     const page2 = (await call(key, 'GET', '?page=2&per_page=20')).json();
@@ -54,7 +54,7 @@ describe('contacts API: list, get, patch', () => {
     const emails = async (q: string) => {
       const res = await call(key, 'GET', q);
       assert.equal(res.statusCode, 200, res.body);
-      return (res.json().contacts as any[]).map((c) => c.email).sort();
+      return (res.json().contacts as any[]).map((c) => String(c.email)).sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
     };
     assert.deepEqual(await emails('?status=unsubscribed'), ['user03@example.com']);
     assert.deepEqual(await emails('?tag=vip'), ['ada@example.com', 'user00@example.com', 'user05@example.com', 'user10@example.com', 'user15@example.com', 'user20@example.com']);
