@@ -11,6 +11,7 @@ import { sql } from 'kysely';
 import { closeTransports } from '../../src/mail/send.ts';
 import { emailHmac } from '../../src/contacts/suppressions.ts';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.ts';
+import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { api, createCampaign, drain } from '../engine/fixtures.ts';
 import { parseMessage, startCaptureSink, type CaptureSink } from '../engine/sink.ts';
@@ -215,6 +216,17 @@ describe('erasing a contact', () => {
     assert.deepEqual(left, [{ email: '(erased)', status: 'cancelled' }]);
     // The other team's contact with the same address is untouched.
     assert.equal((await call(other.key, 'GET', `/email/contacts/by-email?email=${encodeURIComponent(address)}`)).statusCode, 200);
+
+    // An unsubscribe link naming the address (recipient-signed, from an old
+    // e-mail) confirms without storing the address again.
+    const links = new TrackingLinks(config.publicUrl, config.appSecret!);
+    const link = new URL(links.recipientUnsubscribeUrl({ teamId: s.teamId, contactId: null, email: address }));
+    const page = await t.app.inject({ method: 'GET', url: link.pathname });
+    assert.equal(page.statusCode, 200);
+    const post = await t.app.inject({ method: 'POST', url: link.pathname, payload: 'List-Unsubscribe=One-Click', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    assert.equal(post.statusCode, 200, post.body);
+    assert.equal((await t.database.db.selectFrom('contacts').select('id').where('team_id', '=', s.teamId).execute()).length, 0, 'no contact re-created');
+    assert.equal((await t.database.db.selectFrom('suppressions').select('id').where('team_id', '=', s.teamId).where('email', 'is not', null).execute()).length, 0);
 
     // Again: nothing left, still 200 (idempotent), one hashed suppression.
     const twice = await call(s.key, 'POST', '/email/contacts/erase', { email: address });
