@@ -15,6 +15,7 @@ import {
   type ContactInputT,
 } from './schemas.ts';
 import { contactView } from './view.ts';
+import { contactManageRoutes } from './manage-routes.ts';
 import { normalizeEmail } from '../lib/text.ts';
 
 const tags = ['contacts'];
@@ -137,4 +138,7 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       return { ok: true as const, contacts: rows.map(contactView) as never[], meta: pageMeta(page, perPage, total) };
     },
   );
+
+  // List, get, PATCH and erase (one plugin of their own; same prefix).
+  await app.register(contactManageRoutes);
 };

@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from 'typebox';
-import { nullable, PageMeta, pageQuery, StringOrNull } from '../http/schemas.ts';
+import { nullable, PageMeta, pageQuery, StringOrNull, UUID_PATTERN } from '../http/schemas.ts';
 
 const SAFE_INT = { minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER };
 
@@ -91,3 +91,56 @@ export const BulkUnsubscribeResponse = Type.Object({
   summary: Type.Object({ received: Type.Integer(), unsubscribed: Type.Integer(), unchanged: Type.Integer() }),
 });
 export const UnsubscribesResponse = Type.Object({ ok: Type.Literal(true), contacts: Type.Array(ContactView), meta: PageMeta });
+
+// --- The management routes (list, get, patch, erase) ---
+
+export const CONTACT_STATUSES = ['active', 'unsubscribed', 'bounced', 'complained'] as const;
+
+export const ContactListQuery = pageQuery(20, {
+  status: Type.Optional(Type.Enum([...CONTACT_STATUSES])),
+  tag: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Contacts that have this tag (exact).' })),
+  search: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'Contacts whose e-mail address starts with this text (case-insensitive; % and _ are literal).' })),
+  created_after: Type.Optional(Type.String({ format: 'date-time', description: 'Created at or after this time.' })),
+  created_before: Type.Optional(Type.String({ format: 'date-time', description: 'Created before this time (exclusive).' })),
+});
+export type ContactListQueryT = Static<typeof ContactListQuery>;
+
+export const ContactIdParams = Type.Object({ id: Type.String({ pattern: UUID_PATTERN }) });
+export const ContactEmailQuery = Type.Object(
+  { email: Type.String({ minLength: 1, maxLength: 320, description: 'The address, matched trimmed and lower-cased' }) },
+  { additionalProperties: true },
+);
+
+const { email: _email, tags: _tags, ...patchable } = ContactInput.properties;
+export const ContactPatchBody = Type.Object(
+  {
+    ...patchable,
+    tags: Type.Optional(Type.Array(Tag, { maxItems: 100, description: 'Replaces every tag of the contact.' })),
+    add_tags: Type.Optional(Type.Array(Tag, { maxItems: 100, description: 'Added to the stored tags (not with `tags`).' })),
+    remove_tags: Type.Optional(Type.Array(Tag, { maxItems: 100, description: 'Removed from the stored tags (not with `tags`); absent tags are ignored.' })),
+  },
+  { additionalProperties: false },
+);
+export type ContactPatchBodyT = Static<typeof ContactPatchBody> & Record<string, unknown>;
+
+export const EraseBody = Type.Object(
+  { email: Type.String({ format: 'contact-email', maxLength: 320, description: 'Trimmed and lower-cased' }) },
+  { additionalProperties: false },
+);
+
+export const ERASED_KINDS = [
+  'contacts', 'messages', 'tracking_hits', 'events', 'webhook_deliveries', 'leads', 'sales',
+  'campaign_decisions', 'suppressions', 'idempotency_records', 'imports',
+] as const;
+export type ErasedKind = (typeof ERASED_KINDS)[number];
+
+export const ContactListResponse = Type.Object({ ok: Type.Literal(true), contacts: Type.Array(ContactView), meta: PageMeta });
+export const ContactResponse = Type.Object({ ok: Type.Literal(true), contact: ContactView });
+export const PatchResponse = Type.Object({ ok: Type.Literal(true), contact: ContactView, changed: Type.Boolean() });
+export const EraseResponse = Type.Object({
+  ok: Type.Literal(true),
+  erased: Type.Object(
+    Object.fromEntries(ERASED_KINDS.map((k) => [k, Type.Integer({ minimum: 0 })])) as Record<ErasedKind, ReturnType<typeof Type.Integer>>,
+    { description: 'Rows removed or scrubbed of the address, per kind. Messages are kept, anonymised, so counts stay.' },
+  ),
+});

@@ -246,10 +246,10 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
   for (const by of ['c', 'a'] as const) {
     app.get(`/u/${by}/:team/:ref/:sig`, { schema: { hide: true } }, async (request, reply) => {
       const r = recipientOf({ by, ...(request.params as Omit<RecipientParams, 'by'>) });
-      const found = r && (await findRecipientForUnsubscribe(db, r.teamId, r.by, r.value));
+      const found = r && (await findRecipientForUnsubscribe(db, r.teamId, r.by, r.value, config.appSecret));
       if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
       const view = { email: found.email, teamName: found.team_name };
-      const html = found.contact_status === 'unsubscribed' ? alreadyUnsubscribedPage(view) : confirmPage(view);
+      const html = found.contact_status === 'unsubscribed' || found.erased ? alreadyUnsubscribedPage(view) : confirmPage(view);
       return reply.code(200).headers(PAGE_HEADERS).send(html);
     });
 
@@ -258,9 +258,9 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!r) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
       const oneClick = isOneClick(request.body);
       const found = await db.transaction().execute(async (tx) => {
-        const f = await findRecipientForUnsubscribe(tx, r.teamId, r.by, r.value);
+        const f = await findRecipientForUnsubscribe(tx, r.teamId, r.by, r.value, config.appSecret);
         if (!f) return undefined;
-        await unsubscribeContacts(tx, f.team_id, [normalizeEmail(f.email)], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+        if (!f.erased) await unsubscribeContacts(tx, f.team_id, [normalizeEmail(f.email)], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
         return f;
       });
       if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);

@@ -17,6 +17,8 @@
 // and new back to back on a shared 2-core machine (bench/tracking-replay.ts):
 // opens 87 -> 354 and 192 -> 480 hits/s, clicks 97 -> 334 and 144 -> 540,
 // p99 533 -> 162 and 256 -> 57 ms.
+import { ERASED_ADDRESS } from '../contacts/erase.ts';
+import { emailHmac } from '../contacts/suppressions.ts';
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
@@ -130,6 +132,8 @@ export type HitResult =
   | { status: 'recorded'; decision: BotDecision; event: EventName | null; counted: boolean };
 
 function isTracked(send: LockedSend, kind: HitKind): boolean {
+  // An erased recipient's message records nothing more (no IP, no user agent).
+  if (send.email === ERASED_ADDRESS) return false;
   if (kind === 'open') return send.open_tracking;
   if (kind === 'click') return send.click_tracking;
   return true; // honeypot hits are evidence about the message, kept whatever the settings
@@ -283,7 +287,7 @@ export async function findSendForUnsubscribe(db: Db | Tx, sendLogId: string) {
     FROM email_send_log l
     JOIN teams t ON t.id = l.team_id
     LEFT JOIN contacts c ON c.team_id = l.team_id AND c.email = l.email
-    WHERE l.id = ${sendLogId}::uuid`.execute(db);
+    WHERE l.id = ${sendLogId}::uuid AND l.email <> ${ERASED_ADDRESS}`.execute(db);
   return rows[0];
 }
 
@@ -294,16 +298,21 @@ export async function findSendForUnsubscribe(db: Db | Tx, sendLogId: string) {
  * its team even when no contact has the address (unsubscribing it then
  * records a suppression, as the old link did).
  */
-export async function findRecipientForUnsubscribe(db: Db | Tx, teamId: string, by: 'c' | 'a', value: string) {
+export async function findRecipientForUnsubscribe(db: Db | Tx, teamId: string, by: 'c' | 'a', value: string, secret = '') {
+  type Found = { team_id: string; email: string; team_name: string; contact_status: string | null; erased: boolean };
   if (by === 'c') {
-    const { rows } = await sql<{ team_id: string; email: string; team_name: string; contact_status: string | null }>`
-      SELECT c.team_id, c.email, t.name AS team_name, c.status AS contact_status
+    const { rows } = await sql<Found>`
+      SELECT c.team_id, c.email, t.name AS team_name, c.status AS contact_status, false AS erased
       FROM contacts c JOIN teams t ON t.id = c.team_id
       WHERE c.id = ${value}::uuid AND c.team_id = ${teamId}::uuid`.execute(db);
     return rows[0];
   }
-  const { rows } = await sql<{ team_id: string; email: string; team_name: string; contact_status: string | null }>`
-    SELECT t.id AS team_id, ${value}::text AS email, t.name AS team_name, c.status AS contact_status
+  // An erased address (kept only as its keyed hash) is already suppressed for
+  // all mail: unsubscribing it again would store it in clear.
+  const { rows } = await sql<Found>`
+    SELECT t.id AS team_id, ${value}::text AS email, t.name AS team_name, c.status AS contact_status,
+           EXISTS (SELECT 1 FROM suppressions s WHERE s.team_id = t.id AND s.email_hmac = ${emailHmac(secret, value)}
+                                                  AND s.reason = 'erased') AS erased
     FROM teams t LEFT JOIN contacts c ON c.team_id = t.id AND c.email = ${value}::text
     WHERE t.id = ${teamId}::uuid`.execute(db);
   return rows[0];

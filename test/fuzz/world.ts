@@ -37,7 +37,7 @@ export function idKindOf(path: string, param: string): IdKind {
   if (param === 'email' && api && rest === '/email/suppressions/{email}') return 'suppression';
   if (param === 'id') {
     const prefixes: [string, IdKind][] = api
-      ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event']]
+      ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event'], ['/email/contacts/', 'contact']]
       : [['/templates/', 'template'], ['/mail-accounts/', 'mailAccount'], ['/emails/', 'send'], ['/contacts/import/', 'import'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
     for (const [prefix, kind] of prefixes) if (rest.startsWith(`${prefix}{id}`)) return kind;
   }
