@@ -191,9 +191,12 @@ describe('erasing a contact', () => {
     assert.equal(back.statusCode, 200, back.body);
     await drain(t, { config });
     assert.equal(sink.messages.filter((m) => m.to.includes(address)).length, sentBefore!.n, 'nothing is sent to the address again');
+    // The campaign decides against the re-added contact: the erased address's hash is a suppression.
     const again2 = await t.database.db.selectFrom('email_send_log').select(['status', 'source', 'last_error']).where('team_id', '=', s.teamId).where('email', '=', address).execute();
-    const campaignMail = again2.find((r) => r.source === 'campaign');
-    assert.ok(campaignMail && /erased/.test(campaignMail.last_error ?? '') && campaignMail.status !== 'sent', JSON.stringify(again2));
+    assert.equal(again2.filter((r) => r.source === 'campaign').length, 0, JSON.stringify(again2));
+    const readded = await t.database.db.selectFrom('contacts').select('id').where('team_id', '=', s.teamId).where('email', '=', address).executeTakeFirstOrThrow();
+    const decisions = await t.database.db.selectFrom('campaign_decisions').select(['decision', 'reason']).where('team_id', '=', s.teamId).where('contact_id', '=', readded.id).execute();
+    assert.deepEqual(decisions.map((d) => [d.decision, d.reason]), [['skip', 'suppressed']]);
     const open2 = await t.app.inject({ method: 'GET', url: pixel, headers: { 'user-agent': 'again' } });
     assert.equal(open2.statusCode, 200, 'the pixel still answers');
     assert.equal((await t.database.db.selectFrom('tracking_hits').select('id').where('team_id', '=', s.teamId).execute()).length, 0, 'and records nothing');
