@@ -29,6 +29,8 @@ import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
 import { webhooksRoutes } from './webhooks/routes.ts';
 import type { Resolver } from './lib/net-guard.ts';
+import { providerReceiveRoutes, type ProviderReceiveOptions } from './inbound/providers/receive-routes.ts';
+import { providerWebhooksRoutes } from './inbound/providers/routes.ts';
 
 export type AppDeps = {
   config: Config;
@@ -41,6 +43,8 @@ export type AppDeps = {
   keyCacheTtlMs?: number;
   /** Resolves webhook and SMTP host names when they are saved; default: the system resolver. */
   resolveHost?: Resolver;
+  /** Provider webhooks: SNS certificate fetch and subscription confirmation (tests inject their own), the feedback core. */
+  inboundProviders?: Omit<ProviderReceiveOptions, 'registry'>;
 };
 
 declare module 'fastify' {
@@ -125,7 +129,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await limit.call(app, request, reply);
   });
 
-  installMetrics(app, config.intake.metricsToken);
+  const metrics = installMetrics(app, config.intake.metricsToken);
 
   await app.register(swagger, {
     openapi: {
@@ -146,6 +150,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   operationsRoutes(app, deps.pool);
   await app.register(trackingRoutes);
+  await app.register(providerReceiveRoutes, { registry: metrics, ...deps.inboundProviders });
 
   await app.register(
     async (api) => {
@@ -161,6 +166,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(webhooksRoutes, { prefix: '/webhooks' });
       await api.register(ingestRoutes, { prefix: '/email/events' });
       await api.register(emailsRoutes, { prefix: '/email/emails' });
+      await api.register(providerWebhooksRoutes, { prefix: '/email/provider-webhooks' });
     },
     { prefix: '/public/v1' },
   );

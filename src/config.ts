@@ -3,6 +3,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { LOOPBACK_TARGETS, parseAddress, parseAllowList } from './lib/net-guard.ts';
 import { loadIntakeConfig, type IntakeConfig } from './config-intake.ts';
+import { loadProviderIntakeConfig, type ProviderIntakeConfig } from './config-providers.ts';
 import { renderLimitsFromEnv, type RenderLimits } from './lib/render-limits.ts';
 
 export type Config = {
@@ -20,6 +21,8 @@ export type Config = {
   bodyLimitBytes: number;
   /** Per-route body limits, JSON limits, server timeouts, /metrics token (config-intake.ts). */
   intake: IntakeConfig;
+  /** Provider event webhooks and IMAP polling (config-providers.ts). */
+  inboundProviders: ProviderIntakeConfig;
   workerConcurrency: number;
   runWorker: boolean;
   /** Dashboard sign-in attempts per minute, per (e-mail address, client IP). */
@@ -200,6 +203,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
+  const inboundProviders = loadProviderIntakeConfig((name, fallback, min, max) => int(env, name, fallback, min, max));
   const contactMaxTags = int(env, 'CONTACT_MAX_TAGS', 100, 1, 10_000);
   const trackingMaxHitsPerMessage = int(env, 'TRACKING_MAX_HITS_PER_MESSAGE', 1000, 0, 1_000_000);
   const trackingBadLinksPerMinute = int(env, 'TRACKING_BAD_LINKS_PER_MINUTE', 60, 1, 1_000_000);
@@ -214,7 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookAutoDisableDays = int(env, 'WEBHOOK_AUTO_DISABLE_DAYS', 5, 0, 365);
   const webhookAutoDisableMinFailures = int(env, 'WEBHOOK_AUTO_DISABLE_MIN_FAILURES', 10, 1, 1_000_000);
   return {
-    intake, retention, webhookAutoDisableDays, webhookAutoDisableMinFailures,
+    intake, inboundProviders, retention, webhookAutoDisableDays, webhookAutoDisableMinFailures,
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,

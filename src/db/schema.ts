@@ -4,6 +4,7 @@ import type { DashboardTables } from './schema-dashboard.ts';
 import type { EngineTables } from './schema-engine.ts';
 import type { TrackingTables } from './schema-tracking.ts';
 import type { WebhookTables } from './schema-webhooks.ts';
+import type { InboundProviderTables } from './schema-inbound-providers.ts';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
@@ -26,7 +27,7 @@ export interface ApiKeysTable {
 }
 
 // Feature tables live in their own files (one owner each) and are joined here.
-export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables {
+export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables, InboundProviderTables {
   teams: TeamsTable;
   api_keys: ApiKeysTable;
 }
