@@ -13,8 +13,8 @@ export interface ProviderWebhooksTable {
   token_enc: Buffer;
   secret_enc: Buffer | null;
   sns_topic_arn: string | null;
-  events_received: ColumnType<string, string | number | undefined, string | number>;
-  events_unmatched: ColumnType<string, string | number | undefined, string | number>;
+  events_received: ColumnType<number, number | undefined, number>;
+  events_unmatched: ColumnType<number, number | undefined, number>;
   last_event_at: NullableTs;
   created_at: Ts;
   updated_at: Ts;
@@ -33,7 +33,7 @@ export interface MailAccountImapTable {
   last_polled_at: NullableTs;
   last_error: string | null;
   failures: Generated<number>;
-  messages_processed: ColumnType<string, string | number | undefined, string | number>;
+  messages_processed: ColumnType<number, number | undefined, number>;
   created_at: Ts;
   updated_at: Ts;
 }

@@ -62,8 +62,8 @@ type Row = {
   token_enc: Buffer;
   secret_enc: Buffer | null;
   sns_topic_arn: string | null;
-  events_received: string;
-  events_unmatched: string;
+  events_received: number;
+  events_unmatched: number;
   last_event_at: Date | null;
   created_at: Date;
 };
@@ -107,8 +107,8 @@ export function toProviderWebhook(row: Row, appSecret: string, publicUrl: string
     description: row.description,
     has_signing_key: row.provider !== 'postmark' && row.secret_enc !== null,
     sns_topic_arn: row.sns_topic_arn,
-    events_received: Number(row.events_received),
-    events_unmatched: Number(row.events_unmatched),
+    events_received: row.events_received,
+    events_unmatched: row.events_unmatched,
     last_event_at: row.last_event_at?.toISOString() ?? null,
     created_at: row.created_at.toISOString(),
   };
@@ -133,10 +133,10 @@ export async function createProviderWebhook(db: Db, appSecret: string, teamId: s
     await trx.selectFrom('teams').select('id').where('id', '=', teamId).forUpdate().execute();
     const { n } = await trx
       .selectFrom('provider_webhooks')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .select((eb) => eb.fn.countAll<number>().as('n'))
       .where('team_id', '=', teamId)
       .executeTakeFirstOrThrow();
-    if (Number(n) >= MAX_PROVIDER_WEBHOOKS_PER_TEAM) {
+    if (n >= MAX_PROVIDER_WEBHOOKS_PER_TEAM) {
       throw validationFailed([{ field: 'provider', message: `a team has at most ${MAX_PROVIDER_WEBHOOKS_PER_TEAM} provider webhooks; delete one first` }]);
     }
     return trx
