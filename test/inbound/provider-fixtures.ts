@@ -139,7 +139,7 @@ export function postmarkBounce(o: { postmarkId: string; recipient: string; type?
   return {
     RecordType: 'Bounce',
     MessageStream: 'outbound',
-    ID: 4323372036854775807,
+    ID: 4323372036,
     Type: o.type ?? 'HardBounce',
     TypeCode: o.type === 'SoftBounce' ? 4096 : 1,
     Name: 'Hard bounce',
