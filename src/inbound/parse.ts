@@ -176,7 +176,7 @@ function dsn(s: Structure, hint: AddressHint | undefined): Classified {
   const items: Feedback[] = [];
   for (const r of recipients) {
     const action = value(r, 'action').toLowerCase();
-    const diagnostic = value(r, 'diagnostic-code');
+    const diagnostic = value(r, 'diagnostic-code') || value(r, 'x-exim-diagnostic');
     const status = statusOf(value(r, 'status'), diagnostic);
     const at = value(r, 'last-attempt-date') || arrival;
     const common = {
