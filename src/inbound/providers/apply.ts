@@ -3,25 +3,15 @@
 // webhook's team), records each once and has every effect: message status,
 // contact status, suppression, webhook events.
 import type { Db } from '../../db/pool.ts';
-// Until the feedback core is merged in: its item type, and a core that refuses.
-type Feedback = {
-  team_id?: string | null;
-  kind: 'bounce_hard' | 'bounce_soft' | 'complaint' | 'reply' | 'delivered';
-  smtp_message_id?: string | null;
-  provider_message_id?: string | null;
-  recipient?: string | null;
-  status_code?: string | null;
-  diagnostic?: string | null;
-  feedback_type?: string | null;
-  at?: string | Date | null;
-  source?: string;
-};
-async function applyFeedback(_db: Db, _items: Feedback[]): Promise<{ applied: number; duplicates: number; unmatched: number }> {
-  throw new Error('the feedback core (src/inbound/feedback.ts) is not merged in yet');
-}
+import { applyFeedback, type Feedback, type FeedbackOptions } from '../feedback.ts';
 import type { ProviderFeedback } from './events.ts';
 
-export type ApplyProviderFeedback = (db: Db, teamId: string, items: ProviderFeedback[]) => Promise<{ matched: number; unmatched: number }>;
+export type ApplyProviderFeedback = (
+  db: Db,
+  teamId: string,
+  items: ProviderFeedback[],
+  opts?: FeedbackOptions,
+) => Promise<{ matched: number; unmatched: number }>;
 
 export function toFeedback(teamId: string, item: ProviderFeedback): Feedback {
   return {
@@ -39,8 +29,8 @@ export function toFeedback(teamId: string, item: ProviderFeedback): Feedback {
 }
 
 /** Duplicates (a provider's retry of an event already applied) count as matched: they found their message. */
-export const applyProviderFeedback: ApplyProviderFeedback = async (db, teamId, items) => {
+export const applyProviderFeedback: ApplyProviderFeedback = async (db, teamId, items, opts) => {
   if (items.length === 0) return { matched: 0, unmatched: 0 };
-  const result = await applyFeedback(db, items.map((item) => toFeedback(teamId, item)));
+  const result = await applyFeedback(db, items.map((item) => toFeedback(teamId, item)), opts);
   return { matched: result.applied + result.duplicates, unmatched: result.unmatched };
 };

@@ -183,7 +183,11 @@ export async function providerReceiveRoutes(app: FastifyInstance, opts: Provider
       }
       if (result === null) return reply.send({ ok: true, received: 0, matched: 0, unmatched: 0, ignored: 0 });
       if ('error' in result) throw validationFailed([{ field: '(body)', message: result.error }], 'the payload is not one this provider sends');
-      const { matched, unmatched } = await apply(db, webhook.teamId, result.items);
+      const { matched, unmatched } = await apply(db, webhook.teamId, result.items, {
+        softBounceLimit: config.inbound.softBounceLimit,
+        softBounceDays: config.inbound.softBounceDays,
+        log: request.log,
+      });
       await countEvents(db, webhook.id, result.items.length, unmatched);
       if (matched) eventsTotal.inc({ provider: webhook.provider, outcome: 'matched' }, matched);
       if (unmatched) {
