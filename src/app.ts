@@ -31,6 +31,7 @@ import { webhooksRoutes } from './webhooks/routes.ts';
 import type { Resolver } from './lib/net-guard.ts';
 import { providerReceiveRoutes, type ProviderReceiveOptions } from './inbound/providers/receive-routes.ts';
 import { providerWebhooksRoutes } from './inbound/providers/routes.ts';
+import { mailAccountImapRoutes } from './inbound/imap/routes.ts';
 
 export type AppDeps = {
   config: Config;
@@ -167,6 +168,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(ingestRoutes, { prefix: '/email/events' });
       await api.register(emailsRoutes, { prefix: '/email/emails' });
       await api.register(providerWebhooksRoutes, { prefix: '/email/provider-webhooks' });
+      await api.register(mailAccountImapRoutes, { prefix: '/email/mail-accounts' });
     },
     { prefix: '/public/v1' },
   );
