@@ -118,7 +118,7 @@ export async function saveImapSettings(
 ): Promise<Row> {
   const host = body.host.toLowerCase().replace(/\.$/, '');
   const details: ErrorDetail[] = (['user', 'password', 'folder'] as const)
-    .filter((f) => /[\u0000\r\n]/.test(body[f] ?? ''))
+    .filter((f) => ['\u0000', '\r', '\n'].some((c) => (body[f] ?? '').includes(c)))
     .map((f) => ({ field: `imap.${f}`, message: 'must not contain NUL, CR or LF characters' }));
   if (details.length) throw validationFailed(details);
   const account = await db.selectFrom('mail_accounts').select('id').where('team_id', '=', teamId).where('id', '=', accountId).executeTakeFirst();
