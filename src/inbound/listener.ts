@@ -32,6 +32,8 @@ type Log = { info(obj: object, msg: string): void; warn(obj: object, msg: string
 export type InboundListener = { port: number; close(): Promise<void> };
 
 const BATCH_MAX = 200;
+/** Wall-clock budget of one message's parse in the pool (a 10 MiB message with a hundred parts takes well under it; a busy machine's threads run at nice 10). */
+const PARSE_BUDGET_MS = 10_000;
 const BATCH_MS = 5;
 
 const messagesCounter = (register.getSingleMetric('plover_inbound_messages_total') as Counter | undefined)
@@ -131,7 +133,7 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
   async function onMessage(raw: Buffer, session: Session): Promise<void> {
     const hints = [...new Map((session.inbound ?? []).map((h) => [JSON.stringify(h), h])).values()];
     const input: ClassifyInput = { raw, hints, limits };
-    const results = await pool.run<Classified[]>('classifyInbound', input);
+    const results = await pool.run<Classified[]>('classifyInbound', input, PARSE_BUDGET_MS);
     const items: Feedback[] = [];
     for (const r of results) {
       if (Array.isArray(r)) items.push(...r.map((f) => ({ ...f, source: 'smtp' })));
@@ -153,6 +155,8 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
     socketTimeout: inbound.socketTimeoutMs,
     closeTimeout: 5_000,
     logger: false,
+    // A reverse DNS lookup per connection would tie each session to the resolver's speed; nothing here uses the name.
+    disableReverseLookup: true,
     onRcptTo(address, session, callback) {
       onRcpt(address.address, session as Session).then(() => callback(), (err: Error) => callback(err));
     },
