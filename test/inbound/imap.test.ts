@@ -16,7 +16,7 @@ import { dovecotMissing, startDovecot, type Dovecot } from './dovecot.ts';
 const skip = dovecotMissing();
 const MAX_BYTES = 64 * 1024;
 const base = testConfig();
-const config = testConfig({ inboundProviders: { ...base.inboundProviders, imapMaxMessageBytes: MAX_BYTES, imapPollIntervalS: 60, imapTimeoutMs: 10_000 } });
+const config = testConfig({ inboundProviders: { ...base.inboundProviders, imapMaxMessageBytes: MAX_BYTES, imapPollIntervalS: 60, imapTimeoutMs: 30_000 } });
 
 const fixture = (name: string, messageId: string) =>
   readFileSync(new URL(`../fixtures/inbound/${name}`, import.meta.url), 'latin1').replaceAll('@@MESSAGE_ID@@', messageId);
@@ -126,8 +126,10 @@ describe('IMAP polling', { skip }, () => {
       for (const m of [fixture('postfix-hard-5.1.1.eml', bounced.messageId), reply, junk, huge]) await c.append('INBOX', m);
     });
 
-    const first = await pollDueMailboxes({ db: t.database.db, config });
-    assert.deepEqual(first, { polled: 1, failed: 0 });
+    const warnings: object[] = [];
+    const log = { info: () => {}, warn: (o: object) => void warnings.push(o) };
+    const first = await pollDueMailboxes({ db: t.database.db, config, log });
+    assert.deepEqual(first, { polled: 1, failed: 0 }, JSON.stringify(warnings));
 
     const { rows: [m] } = await t.database.pool.query('SELECT status, last_error FROM email_send_log WHERE id = $1', [bounced.id]);
     assert.equal(m.status, 'bounced_hard');
