@@ -34,6 +34,7 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   'tx-batches': { bench: 'transactional', usage: '--tx-batches <n>       transactional: 500-e-mail batch requests timed (default 5)' },
   'team-contacts': { bench: 'contacts', usage: '--team-contacts <n>    contacts: contacts of the listed team (default 1000000)' },
   'subject-rows': { bench: 'contacts', usage: '--subject-rows <n>     contacts: messages, events, hits and deliveries of the erased contact (default 100000)' },
+  dsns: { bench: 'inbound', usage: '--dsns <n>             inbound: DSNs delivered to the listener per run (default 5000)' },
   claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
 };
 // Options that take text, and switches, of one benchmark only: they reach its

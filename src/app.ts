@@ -30,6 +30,9 @@ import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
 import { webhooksRoutes } from './webhooks/routes.ts';
 import type { Resolver } from './lib/net-guard.ts';
+import { providerReceiveRoutes, type ProviderReceiveOptions } from './inbound/providers/receive-routes.ts';
+import { providerWebhooksRoutes } from './inbound/providers/routes.ts';
+import { mailAccountImapRoutes } from './inbound/imap/routes.ts';
 
 export type AppDeps = {
   config: Config;
@@ -42,6 +45,8 @@ export type AppDeps = {
   keyCacheTtlMs?: number;
   /** Resolves webhook and SMTP host names when they are saved; default: the system resolver. */
   resolveHost?: Resolver;
+  /** Provider webhooks: SNS certificate fetch and subscription confirmation (tests inject their own), the feedback core. */
+  inboundProviders?: Omit<ProviderReceiveOptions, 'registry'>;
 };
 
 declare module 'fastify' {
@@ -126,7 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await limit.call(app, request, reply);
   });
 
-  installMetrics(app, config.intake.metricsToken);
+  const metrics = installMetrics(app, config.intake.metricsToken);
 
   await app.register(swagger, {
     openapi: {
@@ -147,6 +152,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   operationsRoutes(app, deps.pool);
   await app.register(trackingRoutes);
+  await app.register(providerReceiveRoutes, { registry: metrics, ...deps.inboundProviders });
 
   await app.register(
     async (api) => {
@@ -163,6 +169,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(ingestRoutes, { prefix: '/email/events' });
       await api.register(emailsRoutes, { prefix: '/email/emails' });
       await api.register(suppressionsRoutes, { prefix: '/email/suppressions' });
+      await api.register(providerWebhooksRoutes, { prefix: '/email/provider-webhooks' });
+      await api.register(mailAccountImapRoutes, { prefix: '/email/mail-accounts' });
     },
     { prefix: '/public/v1' },
   );

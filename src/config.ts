@@ -3,6 +3,8 @@
 import { isAbsolute, resolve } from 'node:path';
 import { LOOPBACK_TARGETS, parseAddress, parseAllowList } from './lib/net-guard.ts';
 import { loadIntakeConfig, type IntakeConfig } from './config-intake.ts';
+import { loadProviderIntakeConfig, type ProviderIntakeConfig } from './config-providers.ts';
+import { loadInboundConfig, type InboundConfig } from './config-inbound.ts';
 import { renderLimitsFromEnv, type RenderLimits } from './lib/render-limits.ts';
 
 export type Config = {
@@ -20,6 +22,10 @@ export type Config = {
   bodyLimitBytes: number;
   /** Per-route body limits, JSON limits, server timeouts, /metrics token (config-intake.ts). */
   intake: IntakeConfig;
+  /** Provider event webhooks and IMAP polling (config-providers.ts). */
+  inboundProviders: ProviderIntakeConfig;
+  /** Mail that comes back: inbound listener, return-path domain, soft-bounce suppression (config-inbound.ts). */
+  inbound: InboundConfig;
   workerConcurrency: number;
   runWorker: boolean;
   /** Dashboard sign-in attempts per minute, per (e-mail address, client IP). */
@@ -194,12 +200,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   const retryJitter = int(env, 'RETRY_JITTER_PERCENT', 20, 0, 50) / 100;
   const intake = loadIntakeConfig(env, (name, fallback, min, max) => int(env, name, fallback, min, max), (m) => new ConfigError(m));
+  const inbound = loadInboundConfig((name, fallback, min, max) => int(env, name, fallback, min, max), (name) => str(env, name), (m) => new ConfigError(m));
   let render: RenderLimits;
   try {
     render = renderLimitsFromEnv(env);
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
+  const inboundProviders = loadProviderIntakeConfig((name, fallback, min, max) => int(env, name, fallback, min, max));
   const contactMaxTags = int(env, 'CONTACT_MAX_TAGS', 100, 1, 10_000);
   const trackingMaxHitsPerMessage = int(env, 'TRACKING_MAX_HITS_PER_MESSAGE', 1000, 0, 1_000_000);
   const trackingBadLinksPerMinute = int(env, 'TRACKING_BAD_LINKS_PER_MINUTE', 60, 1, 1_000_000);
@@ -214,7 +222,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookAutoDisableDays = int(env, 'WEBHOOK_AUTO_DISABLE_DAYS', 5, 0, 365);
   const webhookAutoDisableMinFailures = int(env, 'WEBHOOK_AUTO_DISABLE_MIN_FAILURES', 10, 1, 1_000_000);
   return {
-    intake, retention, webhookAutoDisableDays, webhookAutoDisableMinFailures,
+    intake, inbound, inboundProviders, retention, webhookAutoDisableDays, webhookAutoDisableMinFailures,
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,

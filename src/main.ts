@@ -11,6 +11,7 @@ import { openDatabase } from './db/open.ts';
 import { countTeams, createApiKey, createTeam } from './teams/queries.ts';
 import { createPasswordToken } from './dashboard/users.ts';
 import { startWorker } from './background.ts';
+import { startInboundListener } from './inbound/listener.ts';
 import { closeUntrustedPool } from './untrusted/pool.ts';
 
 function configOrExit(): Config {
@@ -47,6 +48,10 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
   const worker = runWorker
     ? await startWorker(database.pool, { db: database.db, config: runtimeConfig }, log.child({ component: 'worker' }))
     : undefined;
+  // The inbound SMTP listener runs with the worker (docs/operations.md): one process per INBOUND_SMTP_PORT.
+  const inbound = runWorker && config.inbound.smtpPort !== undefined
+    ? await startInboundListener({ db: database.db, config: runtimeConfig, log: log.child({ component: 'inbound' }) })
+    : undefined;
 
   closeWithGrace({ delay: 15_000 }, async ({ signal, err }) => {
     if (err) log.error({ err }, 'fatal error, shutting down');
@@ -54,6 +59,7 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
     const t0 = Date.now();
     await app?.close(); // stops accepting, lets in-flight requests finish
     const t1 = Date.now();
+    await inbound?.close(); // answers the sessions in flight, then stops
     await worker?.stop(); // lets running jobs finish
     const t2 = Date.now();
     await closeUntrustedPool();

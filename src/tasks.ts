@@ -15,6 +15,7 @@ import { autoDisableTask } from './webhooks/auto-disable.ts';
 import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
 import { contactImportTask } from './contacts/imports.ts';
+import { imapPollTask } from './inbound/imap/poll.ts';
 
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
 export type TaskDeps = { db: Db; config: Config; now?: Clock };
@@ -48,5 +49,6 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
     retention: retentionTask(deps.db, deps.config),
     webhook_auto_disable: autoDisableTask(deps.db, deps.config),
     contact_import: contactImportTask({ db: deps.db, maxTags: deps.config.contactMaxTags }),
+    imap_poll: imapPollTask({ db: deps.db, config: deps.config }),
   };
 }

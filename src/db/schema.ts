@@ -4,6 +4,8 @@ import type { DashboardTables } from './schema-dashboard.ts';
 import type { EngineTables } from './schema-engine.ts';
 import type { TrackingTables } from './schema-tracking.ts';
 import type { WebhookTables } from './schema-webhooks.ts';
+import type { InboundProviderTables } from './schema-inbound-providers.ts';
+import type { InboundTables } from './schema-inbound.ts';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 
@@ -26,7 +28,7 @@ export interface ApiKeysTable {
 }
 
 // Feature tables live in their own files (one owner each) and are joined here.
-export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables {
+export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables, InboundTables, InboundProviderTables {
   teams: TeamsTable;
   api_keys: ApiKeysTable;
 }
@@ -128,6 +130,9 @@ export interface MailAccountsTable {
   deleted_at: NullableTs;
   created_at: Ts;
   updated_at: Ts;
+  /** Inbound (0019): signed per-message return path; signed Reply-To. */
+  verp: Generated<boolean>;
+  capture_replies: Generated<boolean>;
 }
 
 export interface CampaignsTable {
@@ -195,7 +200,7 @@ export interface EmailSendLogTable {
   email: string;
   subject: string | null;
   message_id: string | null;
-  status: Generated<'queued' | 'sending' | 'sent' | 'deferred' | 'bounced_soft' | 'bounced_hard' | 'failed' | 'cancelled' | 'suppressed'>;
+  status: Generated<'queued' | 'sending' | 'sent' | 'delivered' | 'deferred' | 'bounced_soft' | 'bounced_hard' | 'failed' | 'cancelled' | 'suppressed'>;
   source: Generated<'campaign' | 'transactional'>;
   to_name: string | null;
   render: Json<Record<string, unknown>> | null;
@@ -208,6 +213,9 @@ export interface EmailSendLogTable {
   queued_at: Ts;
   sent_at: NullableTs;
   bounced_at: NullableTs;
+  /** Inbound feedback (0019): the relay's id from its 250 answer, and a provider's delivery report. */
+  provider_message_id: string | null;
+  delivered_at: NullableTs;
   first_opened_at: NullableTs;
   opens_count: Generated<number>;
   first_clicked_at: NullableTs;

@@ -20,6 +20,7 @@ export type EventName =
   | 'email.opened'
   | 'email.clicked'
   | 'email.replied'
+  | 'email.complained'
   | 'email.bot.opened'
   | 'email.bot.clicked'
   | 'webhook.disabled';

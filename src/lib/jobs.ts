@@ -18,6 +18,8 @@ export type JobPayloads = {
   webhook_auto_disable: Record<string, never>;
   /** One uploaded CSV file (contacts/imports.ts). */
   contact_import: { import_id: string };
+  /** Cron (inbound/imap/poll.ts): no payload. */
+  imap_poll: Record<string, never>;
 };
 
 declare global {
@@ -51,6 +53,8 @@ const JOB_DEFAULTS: { [N in JobName]: { maxAttempts: number; priority: number } 
   // One attempt: a re-run would redo committed batches (harmless, upserts are
   // idempotent) but the import page would count them twice; a failure is shown instead.
   contact_import: { maxAttempts: 1, priority: JOB_PRIORITY.background },
+  // A failed run is not retried: the next minute's run polls what is due.
+  imap_poll: { maxAttempts: 1, priority: JOB_PRIORITY.background },
 };
 
 export type JobSpec<N extends JobName> = { payload: JobPayloads[N]; priority?: number; runAt?: Date; maxAttempts?: number };

@@ -42,7 +42,7 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const row = await createMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.body, guard);
+      const row = await createMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.body, guard, app.deps.config.inbound);
       return reply.code(201).send({ ok: true as const, mail_account: toMailAccount(row) });
     },
   );

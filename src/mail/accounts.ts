@@ -13,6 +13,24 @@ import { checkHost, smtpPortRefusal, systemResolver, type AllowList, type Resolv
 import { verifySmtpLogin, type MailSecurity } from './transport.ts';
 import { paginate } from '../lib/paginate.ts';
 
+// Mail that comes back (docs/decisions.md, "Mail that comes back"): both need the installation's INBOUND_DOMAIN.
+const INBOUND_FIELDS = {
+  verp: Type.Optional(
+    Type.Boolean({
+      default: false,
+      description: 'Send with a signed per-message return path (MAIL FROM) under the inbound domain, so every bounce finds its message. ' +
+        '`true` needs the installation\'s INBOUND_DOMAIN (422 otherwise). Some relays refuse or rewrite an envelope sender that is not the login\'s address.',
+    }),
+  ),
+  capture_replies: Type.Optional(
+    Type.Boolean({
+      default: false,
+      description: 'Set Reply-To to a signed per-message address under the inbound domain, so replies come back as `email.replied` events; ' +
+        'it replaces any other Reply-To. Needs INBOUND_DOMAIN (422 otherwise).',
+    }),
+  ),
+};
+
 export const MailAccountBody = Type.Object(
   {
     host: Type.String({ minLength: 1, maxLength: 255, description: 'Hostname or IP address of the SMTP server.' }),
@@ -34,6 +52,7 @@ export const MailAccountBody = Type.Object(
     verify: Type.Optional(
       Type.Boolean({ default: false, description: 'Log in to the server before saving; a failed login is 422 and nothing is saved.' }),
     ),
+    ...INBOUND_FIELDS,
   },
   { additionalProperties: false },
 );
@@ -53,6 +72,8 @@ export const MailAccount = Type.Object(
     daily_limit: Type.Integer(),
     campaign_share_percent: Type.Integer(),
     status: Type.Enum(['active', 'disabled']),
+    verp: Type.Boolean(),
+    capture_replies: Type.Boolean(),
     created_at: DateTime,
     updated_at: DateTime,
   },
@@ -71,6 +92,8 @@ export type MailAccountRow = {
   daily_limit: number;
   campaign_share_percent: number;
   status: 'active' | 'disabled';
+  verp: boolean;
+  capture_replies: boolean;
   created_at: Date;
   updated_at: Date;
 };
@@ -78,6 +101,7 @@ export type MailAccountRow = {
 // Every column but password_enc: the ciphertext never leaves through a listing either.
 export const PUBLIC_COLUMNS = [
   'id', 'team_id', 'host', 'port', 'security', 'username', 'from_email', 'from_name', 'daily_limit', 'campaign_share_percent', 'status', 'created_at', 'updated_at',
+  'verp', 'capture_replies',
 ] as const;
 
 export function toMailAccount(row: MailAccountRow) {
@@ -125,6 +149,14 @@ export function passwordBox(appSecret: string): SecretBox {
   return box;
 }
 
+/** `verp` and `capture_replies` need addresses under INBOUND_DOMAIN: without it they are 422. */
+export function inboundFieldProblems(body: { verp?: boolean; capture_replies?: boolean }, domain: string | undefined): ErrorDetail[] {
+  if (domain) return [];
+  return (['verp', 'capture_replies'] as const)
+    .filter((f) => body[f] === true)
+    .map((field) => ({ field, message: 'needs the installation\'s inbound domain (INBOUND_DOMAIN), which is not set' }));
+}
+
 /** The operator's private-target allow-list and the resolver used to check a host before it is saved. */
 export type HostGuard = { allow: AllowList; resolve?: Resolver };
 
@@ -147,8 +179,12 @@ export async function hostProblems(account: { host: string; port: number }, guar
  * SMTP login (before anything is written), and saves the account with its
  * password sealed. Throws 422 on invalid input, a refused host or a failed login.
  */
-export async function createMailAccount(db: Db, appSecret: string, teamId: string, input: unknown, guard: HostGuard): Promise<MailAccountRow> {
+export async function createMailAccount(
+  db: Db, appSecret: string, teamId: string, input: unknown, guard: HostGuard, inbound: { domain?: string } = {},
+): Promise<MailAccountRow> {
   const body = validateMailAccountInput(input);
+  const inboundProblems = inboundFieldProblems(body, inbound.domain);
+  if (inboundProblems.length) throw validationFailed(inboundProblems);
   const host = body.host.toLowerCase().replace(/\.$/, '');
   const account = { host, port: body.port, security: body.security, username: body.username ?? null };
   const password = body.password ?? null;
@@ -176,6 +212,8 @@ export async function createMailAccount(db: Db, appSecret: string, teamId: strin
       from_name: body.from_name ?? null,
       daily_limit: body.daily_limit ?? 500,
       campaign_share_percent: body.campaign_share_percent ?? 90,
+      verp: body.verp ?? false,
+      capture_replies: body.capture_replies ?? false,
     })
     .returning(PUBLIC_COLUMNS)
     .executeTakeFirstOrThrow();

@@ -26,6 +26,7 @@ import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
 import { retryOnConflict } from '../lib/db-retry.ts';
 import { jitteredDelay } from '../lib/jitter.ts';
 import { suppress } from '../contacts/suppressions.ts';
+import { providerMessageId } from '../inbound/provider-id.ts';
 
 type Tx = Transaction<Database>;
 
@@ -117,14 +118,21 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
 
   await sql`
     UPDATE email_send_log l
-       SET status = x.status, message_id = x.message_id, subject = x.subject, smtp_response = x.response,
-           updated_at = ${at}, last_error = x.last_error,
+       -- A bounce report can arrive before this result is recorded (a relay that bounces at once): it stands.
+       SET status = CASE WHEN x.status = 'sent' AND l.status IN ('bounced_hard', 'bounced_soft', 'delivered') THEN l.status ELSE x.status END,
+           message_id = x.message_id, subject = x.subject, smtp_response = x.response,
+           provider_message_id = coalesce(x.provider_message_id, l.provider_message_id),
+           updated_at = ${at},
+           last_error = CASE WHEN x.status = 'sent' AND l.status IN ('bounced_hard', 'bounced_soft') THEN l.last_error ELSE x.last_error END,
            sent_at = CASE WHEN x.status = 'sent' THEN ${at}::timestamptz END,
-           bounced_at = CASE WHEN x.status IN ('bounced_soft', 'bounced_hard') THEN ${at}::timestamptz END
+           bounced_at = CASE WHEN x.status IN ('bounced_soft', 'bounced_hard') THEN ${at}::timestamptz
+                             WHEN l.status IN ('bounced_hard', 'bounced_soft') THEN l.bounced_at END
       FROM jsonb_to_recordset(${json(items.map((r) => ({
         id: r.row.id, status: STATUS[r.kind], message_id: r.messageId, subject: r.subject, response: r.outcome.response,
         last_error: r.kind === 'sent' ? null : r.outcome.response,
-      })))}::jsonb) AS x (id uuid, status text, message_id text, subject text, response text, last_error text)
+        // The relay's id for the message: provider events name it so (inbound/feedback.ts matches by it).
+        provider_message_id: r.kind === 'sent' ? providerMessageId(r.outcome.response) : null,
+      })))}::jsonb) AS x (id uuid, status text, message_id text, subject text, response text, last_error text, provider_message_id text)
      WHERE l.id = x.id`.execute(tx);
 
   // Per contact, per campaign send, per campaign: [sent, soft, hard].

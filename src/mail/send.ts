@@ -23,7 +23,8 @@ import type { Db } from '../db/pool.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { Allowance, claimForSmtp, dailyCap, wakeNextDay } from './daily-usage.ts';
-import { renderMessage } from './message.ts';
+import { renderMessage, type RenderedMessage } from './message.ts';
+import { replyAddress, returnPathAddress } from '../inbound/address.ts';
 import { RenderFailure } from '../templates/pool-run.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
 import { ALL_MAIL_REASONS, emailHmac, SUPPRESSION_REASONS, type SuppressionReason } from '../contacts/suppressions.ts';
@@ -54,6 +55,8 @@ type SendRow = {
 type Account = {
   id: string; host: string; port: number; security: MailSecurity; username: string | null;
   from_email: string; from_name: string | null; updated_at: Date; daily_limit: number; campaign_share_percent: number;
+  /** Signed per-message return path; signed Reply-To (inbound/address.ts). */
+  verp?: boolean; capture_replies?: boolean;
 };
 
 // Pooled transports per account, rebuilt when the account changes (updated_at),
@@ -157,6 +160,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       if (!(err instanceof RenderFailure)) throw err;
       return rec.finish({ id: row.id, status: 'failed', error: `template did not render: ${err.message}` });
     }
+    withInboundAddresses(message, account, row, appSecret!, config.inbound.domain);
     const release = await slot(account.id);
     try {
       // The daily limit is counted at claim time: against the job's reserved
@@ -232,6 +236,18 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
     }
     if (busy) throw busy;
   };
+}
+
+/**
+ * Mail that comes back: with `verp` the envelope sender is the message's signed
+ * return path, so a bounce names its message; with `capture_replies` Reply-To
+ * is its signed reply address (replacing any other). Both need INBOUND_DOMAIN;
+ * an account saved with them before the setting was removed sends as without.
+ */
+function withInboundAddresses(message: RenderedMessage, account: Account, row: SendRow, secret: string, domain: string | undefined): void {
+  if (!domain) return;
+  if (account.verp) message.envelope = { from: returnPathAddress(secret, domain, row.id), to: [row.email] };
+  if (account.capture_replies) message.replyTo = replyAddress(secret, domain, row.id);
 }
 
 // Per account and process, as many messages in flight as the pool has
@@ -347,7 +363,8 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
            CASE WHEN a.id IS NULL THEN NULL ELSE jsonb_build_object(
              'id', a.id, 'host', a.host, 'port', a.port, 'security', a.security, 'username', a.username,
              'from_email', a.from_email, 'from_name', a.from_name, 'updated_at', a.updated_at, 'status', a.status,
-             'daily_limit', a.daily_limit, 'campaign_share_percent', a.campaign_share_percent) END AS account,
+             'daily_limit', a.daily_limit, 'campaign_share_percent', a.campaign_share_percent,
+             'verp', a.verp, 'capture_replies', a.capture_replies) END AS account,
            CASE WHEN t.id IS NULL THEN NULL ELSE jsonb_build_object(
              'key', t.id || '@' || t.updated_at, 'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) END AS template,
            s.send_data,

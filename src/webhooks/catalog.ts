@@ -11,6 +11,7 @@ export const WEBHOOK_EVENTS = [
   'email.opened',
   'email.clicked',
   'email.replied',
+  'email.complained',
   'email.bot.opened',
   'email.bot.clicked',
   'email.contact.saved',
@@ -66,6 +67,8 @@ export function samplePayload(event: WebhookEvent, now: Date = new Date()): Reco
         subject: 'Re: Your spring picks, Jane',
         content: 'Thanks! Do you ship to Canada?',
       };
+    case 'email.complained':
+      return { ...send, complained_at: at, feedback_type: 'abuse', message_id: messageId };
     case 'email.bot.opened':
       return { ...opened, user_agent: 'Mozilla/5.0 (compatible; Barracuda Sentinel)', decision: bot };
     case 'email.bot.clicked':

@@ -209,6 +209,7 @@ const COLLECTIONS: Record<string, IdKind> = {
   '/public/v1/email/mail-accounts': 'mailAccount',
   '/public/v1/email/campaigns': 'campaign',
   '/public/v1/webhooks': 'webhook',
+  '/public/v1/email/provider-webhooks': 'providerWebhook',
 };
 
 /** Remembers ids the fuzz created, so later requests (and deletes) hit them too. */

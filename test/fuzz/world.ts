@@ -18,7 +18,7 @@ import { startSmtpSink, type SmtpSink } from '../mail/smtp-sink.ts';
 import { insertSend, testLinks } from '../tracking/fixtures.ts';
 
 /** `suppression` ids are addresses: the suppression list is keyed by e-mail. */
-export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import' | 'suppression';
+export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import' | 'suppression' | 'providerWebhook';
 export type Ids = Record<IdKind, string[]>;
 /** `key` makes every request (ids.apiKey[0]); ids.apiKey[1] is a spare key, there to be revoked. `session` is a signed-in dashboard user. */
 export type Team = { teamId: string; key: string; ids: Ids; emails: string[]; session: Session };
@@ -37,7 +37,7 @@ export function idKindOf(path: string, param: string): IdKind {
   if (param === 'email' && api && rest === '/email/suppressions/{email}') return 'suppression';
   if (param === 'id') {
     const prefixes: [string, IdKind][] = api
-      ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event'], ['/email/contacts/', 'contact']]
+      ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event'], ['/email/contacts/', 'contact'], ['/email/provider-webhooks/', 'providerWebhook']]
       : [['/templates/', 'template'], ['/mail-accounts/', 'mailAccount'], ['/emails/', 'send'], ['/contacts/import/', 'import'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
     for (const [prefix, kind] of prefixes) if (rest.startsWith(`${prefix}{id}`)) return kind;
   }
@@ -76,7 +76,7 @@ async function startReceiver(): Promise<Server> {
 
 async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['db'] }, tag: string, receiverUrl: string, smtp: SmtpSink): Promise<Team> {
   const { teamId, key, keyId } = await makeTeam(world.db, `Fuzz team ${tag}`);
-  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [], suppression: [] };
+  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [], suppression: [], providerWebhook: [] };
   // The key in use first; the spare last, where destructive routes (revoke) take their id.
   ids.apiKey.push(keyId, (await createApiKey(world.db, teamId, 'spare key')).info.id);
   const emails = [1, 2, 3].map((i) => `${tag}${i}@example.com`);
@@ -96,6 +96,10 @@ async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['
     host: '127.0.0.1', port: smtp.port, security: 'none', from_email: `news@${tag}.example.com`, username: 'fuzz', password: 'fuzz-pass',
   });
   ids.mailAccount.push(account.mail_account.id);
+  for (const provider of ['mailgun', 'postmark']) {
+    const hook = await call(app, key, 'POST', '/email/provider-webhooks', provider === 'mailgun' ? { provider, signing_key: `fuzz-${tag}` } : { provider });
+    ids.providerWebhook.push(hook.provider_webhook.id);
+  }
   const campaign = await call(app, key, 'POST', '/email/campaigns', {
     name: `${tag} campaign`, template_ids: ids.template, mail_account_ids: ids.mailAccount, events: ['contact.saved', 'lead.created'],
   });

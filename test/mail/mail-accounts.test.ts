@@ -40,8 +40,8 @@ describe('mail accounts: create, list, get', () => {
     assert.equal(body.ok, true);
     const acc = body.mail_account;
     assert.deepEqual(Object.keys(acc).sort(), [
-      'campaign_share_percent', 'created_at', 'daily_limit', 'email', 'from_email', 'from_name', 'host', 'id', 'port', 'security', 'status',
-      'team_id', 'updated_at', 'username',
+      'campaign_share_percent', 'capture_replies', 'created_at', 'daily_limit', 'email', 'from_email', 'from_name', 'host', 'id', 'port',
+      'security', 'status', 'team_id', 'updated_at', 'username', 'verp',
     ]);
     assert.match(acc.id, UUID);
     assert.equal(acc.team_id, teamId);

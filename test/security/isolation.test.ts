@@ -42,6 +42,7 @@ const NOT_TEAM_ROUTES: Record<string, string> = {
   '/u/c/:team/:ref/:sig': 'signed link over (team, contact); the team is part of what is signed (test/ops/retention.test.ts)',
   '/u/a/:team/:ref/:sig': 'signed link over (team, address); the team is part of what is signed (test/ops/retention.test.ts)',
   '/assets/:name': 'static dashboard files, the same for everyone',
+  '/inbound/:provider/:token': "a provider's event URL: the unguessable token names the team's webhook (test/inbound/provider-webhooks.test.ts)",
 };
 
 const isApi = (r: Route) => r.path.startsWith('/public/v1/');
@@ -59,6 +60,7 @@ function bodyFor(route: Route, b: Team, world: World): Record<string, unknown> |
     'PATCH /public/v1/email/contacts/:id': { first_name: 'changed by team B' },
     'POST /public/v1/webhooks/:id/recover': { since: new Date(Date.now() - 86_400_000).toISOString() },
     'POST /public/v1/email/campaigns/:id/submit': { email: b.emails[0], idempotency_key: 'b-cross-team' },
+    'PUT /public/v1/email/mail-accounts/:id/imap': { host: '127.0.0.1', port: 143, security: 'none', user: 'b', password: 'changed by team B' },
     'POST /webhooks/:id/edit': { url: world.webhookUrls[0], events: 'email.sent', description: 'changed by team B' },
   };
   if (key in bodies) return bodies[key];

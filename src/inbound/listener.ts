@@ -1,0 +1,204 @@
+// The inbound SMTP listener (smtp-server): where DSNs, ARF reports and replies
+// to the signed addresses of INBOUND_DOMAIN arrive. Started by the worker
+// process when INBOUND_SMTP_PORT is set (docs/operations.md).
+//
+// Never a relay: RCPT TO is accepted only for a signed return-path or reply
+// address whose signature verifies and whose message is still in the log, and
+// for the feedback-loop address; everything else is refused at RCPT with 550.
+// Caps: message size (SIZE, and the stream is cut past it), recipients per
+// message, connections, socket inactivity; MIME parts and depth in the parser.
+//
+// The message is classified in the untrusted pool (never on this event loop)
+// and applied with applyFeedback. Applications of concurrent sessions are
+// batched (one transaction for up to BATCH_MAX items or BATCH_MS), and a
+// session is answered 250 only after its batch committed: a crash never loses
+// a report we acknowledged. A database failure answers 451, so the sending MTA
+// retries later; a message we cannot match or read is accepted and dropped
+// (logged and counted), never refused into a retry loop.
+import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
+import { Counter, register } from 'prom-client';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/pool.ts';
+import { untrustedPool, type UntrustedPool } from '../untrusted/pool.ts';
+import { parseInboundAddress, type InboundAddress } from './address.ts';
+import { applyFeedback, type Feedback } from './feedback.ts';
+import type { ClassifyInput } from './parse-task.ts';
+import type { Classified } from './parse.ts';
+
+type Log = { info(obj: object, msg: string): void; warn(obj: object, msg: string): void; error?(obj: object, msg: string): void };
+
+export type InboundListener = { port: number; close(): Promise<void> };
+
+const BATCH_MAX = 200;
+/** Wall-clock budget of one message's parse in the pool (a 10 MiB message with a hundred parts takes well under it; a busy machine's threads run at nice 10). */
+const PARSE_BUDGET_MS = 10_000;
+const BATCH_MS = 5;
+
+const messagesCounter = (register.getSingleMetric('plover_inbound_messages_total') as Counter | undefined)
+  ?? new Counter({ name: 'plover_inbound_messages_total', help: 'Messages taken by the inbound SMTP listener, by result', labelNames: ['result'] });
+const refusedCounter = (register.getSingleMetric('plover_inbound_rcpt_refused_total') as Counter | undefined)
+  ?? new Counter({ name: 'plover_inbound_rcpt_refused_total', help: 'RCPT TO refused by the inbound listener (not ours, forged, unknown)', labelNames: ['why'] });
+
+/** Groups the feedback of concurrent sessions into one applyFeedback call; each caller waits for its commit. */
+class FeedbackBatcher {
+  private items: Feedback[] = [];
+  private waiters: { resolve(): void; reject(err: unknown): void }[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> = Promise.resolve();
+  private readonly db: Db;
+  private readonly opts: Parameters<typeof applyFeedback>[2];
+
+  constructor(db: Db, opts: Parameters<typeof applyFeedback>[2]) {
+    this.db = db;
+    this.opts = opts;
+  }
+
+  add(items: Feedback[]): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.items.push(...items);
+      this.waiters.push({ resolve, reject });
+      if (this.items.length >= BATCH_MAX) this.flush();
+      else this.timer ??= setTimeout(() => this.flush(), BATCH_MS);
+    });
+  }
+
+  private flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const items = this.items;
+    const waiters = this.waiters;
+    this.items = [];
+    this.waiters = [];
+    if (waiters.length === 0) return;
+    // One batch at a time: batches take their row locks in order, never against each other.
+    this.running = this.running.then(async () => {
+      try {
+        await applyFeedback(this.db, items, this.opts);
+        for (const w of waiters) w.resolve();
+      } catch (err) {
+        for (const w of waiters) w.reject(err);
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    this.flush();
+    await this.running;
+  }
+}
+
+type Session = SMTPServerSession & { inbound?: InboundAddress[] };
+
+function smtpError(code: number, message: string): Error {
+  return Object.assign(new Error(message), { responseCode: code });
+}
+
+export async function startInboundListener(deps: { db: Db; config: Config; log: Log; pool?: UntrustedPool }): Promise<InboundListener> {
+  const { db, config, log } = deps;
+  const inbound = config.inbound;
+  const domain = inbound.domain;
+  const secret = config.appSecret;
+  if (!domain) throw new Error('the inbound listener needs INBOUND_DOMAIN');
+  if (!secret) throw new Error('the inbound listener needs APP_SECRET (it verifies the signed addresses)');
+  const pool = deps.pool ?? untrustedPool();
+  const batcher = new FeedbackBatcher(db, { softBounceLimit: inbound.softBounceLimit, softBounceDays: inbound.softBounceDays, log });
+  const limits = { maxParts: inbound.maxMimeParts, maxDepth: inbound.maxMimeDepth };
+
+  /** Is the message of a signed address still in the log (retention removes it: the address expires with it)? */
+  async function known(id: string): Promise<boolean> {
+    const { rows } = await sql<{ one: number }>`SELECT 1 AS one FROM email_send_log WHERE id = ${id}`.execute(db);
+    return rows.length > 0;
+  }
+
+  async function onRcpt(address: string, session: Session): Promise<void> {
+    const list = (session.inbound ??= []);
+    if (session.envelope.rcptTo.length >= inbound.maxRecipients) {
+      refusedCounter.inc({ why: 'too_many' });
+      throw smtpError(452, `4.5.3 Too many recipients (at most ${inbound.maxRecipients})`);
+    }
+    const parsed = parseInboundAddress(secret!, domain!, inbound.fblAddress, address);
+    if (!parsed) {
+      refusedCounter.inc({ why: 'not_ours' });
+      throw smtpError(550, '5.1.1 No such recipient here (this server takes mail only for its signed addresses; relaying denied)');
+    }
+    if (parsed.type !== 'fbl' && !(await known(parsed.message_id))) {
+      refusedCounter.inc({ why: 'unknown_message' });
+      throw smtpError(550, '5.1.1 No such recipient here (address expired)');
+    }
+    list.push(parsed);
+  }
+
+  async function onMessage(raw: Buffer, session: Session): Promise<void> {
+    const hints = [...new Map((session.inbound ?? []).map((h) => [JSON.stringify(h), h])).values()];
+    const input: ClassifyInput = { raw, hints, limits };
+    const results = await pool.run<Classified[]>('classifyInbound', input, PARSE_BUDGET_MS);
+    const items: Feedback[] = [];
+    for (const r of results) {
+      if (Array.isArray(r)) items.push(...r.map((f) => ({ ...f, source: 'smtp' })));
+      else log.info({ reason: r.reason, rcpt: session.envelope.rcptTo.map((t) => t.address) }, 'inbound message not applied; dropped');
+    }
+    messagesCounter.inc({ result: items.length > 0 ? 'feedback' : 'dropped' });
+    if (items.length > 0) await batcher.add(items);
+  }
+
+  const server = new SMTPServer({
+    name: domain,
+    banner: 'feedback only',
+    secure: false,
+    // No TLS material of our own yet: mail arrives in clear, as to most MX hosts that offer none.
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    authOptional: true,
+    size: inbound.maxMessageBytes,
+    maxClients: inbound.maxClients,
+    socketTimeout: inbound.socketTimeoutMs,
+    closeTimeout: 5_000,
+    logger: false,
+    // A reverse DNS lookup per connection would tie each session to the resolver's speed; nothing here uses the name.
+    disableReverseLookup: true,
+    onRcptTo(address, session, callback) {
+      onRcpt(address.address, session as Session).then(() => callback(), (err: Error) => callback(err));
+    },
+    onData(stream: SMTPServerDataStream, session, callback) {
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      stream.on('data', (c: Buffer) => {
+        // Past the limit the rest is read and thrown away (smtp-server sets sizeExceeded).
+        if (bytes + c.length <= inbound.maxMessageBytes) chunks.push(c);
+        bytes += c.length;
+      });
+      stream.on('end', () => {
+        if (stream.sizeExceeded || bytes > inbound.maxMessageBytes) {
+          messagesCounter.inc({ result: 'too_large' });
+          return callback(smtpError(552, `5.3.4 Message too big (at most ${inbound.maxMessageBytes} bytes)`));
+        }
+        onMessage(Buffer.concat(chunks, bytes), session as Session).then(
+          () => callback(null, 'Ok: feedback taken'),
+          (err: unknown) => {
+            messagesCounter.inc({ result: 'retry_later' });
+            log.warn({ err: (err as Error).message }, 'inbound message not processed; the sender was asked to retry');
+            callback(smtpError(451, '4.3.0 Temporary failure, try again later'));
+          },
+        );
+      });
+    },
+  });
+  server.on('error', (err) => log.warn({ err: err.message }, 'inbound SMTP listener error'));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(inbound.smtpPort ?? 25, inbound.smtpHost, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.server.address() as AddressInfo;
+  log.info({ port, host: inbound.smtpHost, domain }, 'inbound SMTP listener started');
+  return {
+    port,
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await batcher.close();
+    },
+  };
+}
