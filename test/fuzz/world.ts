@@ -107,6 +107,16 @@ async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['
   const paused = await call(app, key, 'POST', '/email/campaigns', { name: `${tag} paused`, template_ids: [ids.template[0]], mail_account_ids: ids.mailAccount, events: ['sale.created'] });
   ids.campaign.push(paused.campaign.id);
   await call(app, key, 'POST', `/email/campaigns/${paused.campaign.id}/stop`);
+  // Spare accounts no campaign uses: destructive routes (delete the account, drop its IMAP mailbox) each take one from the end.
+  for (const n of [2, 3]) {
+    const spare = await call(app, key, 'POST', '/email/mail-accounts', {
+      host: '127.0.0.1', port: smtp.port, security: 'none', from_email: `news${n}@${tag}.example.com`, username: 'fuzz', password: 'fuzz-pass',
+    });
+    ids.mailAccount.push(spare.mail_account.id);
+    await call(app, key, 'PUT', `/email/mail-accounts/${spare.mail_account.id}/imap`, {
+      host: '127.0.0.1', port: 143, security: 'none', user: `bounces${n}`, password: 'fuzz-pass', folder: 'INBOX',
+    });
+  }
   // The brief's public IP literal: no worker runs, so it is never contacted;
   // simulate is only ever pointed at the local receiver's webhook.
   const remote = await call(app, key, 'POST', '/webhooks', { url: 'https://93.184.215.14/hooks/plover', events: ['email.contact.saved', 'email.sent'] });
