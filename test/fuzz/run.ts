@@ -56,6 +56,29 @@ export function operationsOf(doc: { paths: Record<string, Record<string, any>> }
   return ops;
 }
 
+/**
+ * The dashboard's routes, which openapi.json leaves out (it lists the public
+ * API only), from the server's own route table: every page and form the
+ * dashboard registers is fuzzed, new ones included, without a list kept here.
+ */
+export function dashboardOperationsOf(table: { method: string; url: string }[]): Operation[] {
+  const seen = new Set<string>();
+  const ops: Operation[] = [];
+  for (const { method, url } of table) {
+    const path = url.replace(/:([A-Za-z_]\w*)/g, '{$1}');
+    const id = `${method} ${path}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    ops.push({ id, method, path, pathParams: [...url.matchAll(/:([A-Za-z_]\w*)/g)].map((m) => m[1]!), query: [] });
+  }
+  return ops;
+}
+
+/** Every operation the fuzz reaches: the OpenAPI document's and the dashboard's (tracking links apart). */
+export function fuzzOperations(app: { swagger(): unknown; dashboardRouteTable: { method: string; url: string }[] }): Operation[] {
+  return [...operationsOf(app.swagger() as never), ...dashboardOperationsOf(app.dashboardRouteTable)];
+}
+
 // The tracking routes are hidden from the document; their shapes are fixed.
 export const TRACKING_OPS: Operation[] = [
   { id: 'GET /t/o/{id}/{sig}.gif', method: 'GET', path: '/t/o/{id}/{sig}', pathParams: [], query: [], tracking: true },
@@ -239,7 +262,7 @@ export type FuzzOptions = {
 };
 
 export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
-  const ops = [...operationsOf(world.app.swagger() as never), ...TRACKING_OPS];
+  const ops = [...fuzzOperations(world.app), ...TRACKING_OPS];
   const live: Live = { created: {} };
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const batch = opts.batch ?? 200;
