@@ -73,7 +73,6 @@ export async function touchApiKey(db: Db, keyId: string): Promise<void> {
 /** A team's name: 1 to 200 characters after trimming, no control characters (it is shown to recipients). */
 export function teamNameProblem(name: string): string | null {
   if (name.length < 1 || name.length > 200) return 'must be 1 to 200 characters';
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(name)) return 'must not contain control characters (line breaks, tabs, NUL)';
   return null;
 }
