@@ -28,7 +28,7 @@ export type Config = {
   signInRateLimitPerMinute: number;
   /** Per delivery attempt. */
   webhookTimeoutMs: number;
-  /** Seconds before attempts 2..7 (interface.md 6.5). */
+  /** Seconds before attempts 2..7 (docs/api.md, "Retries"). */
   webhookRetryDelays: number[];
   /** Host names, IPs and CIDRs that webhooks and SMTP hosts may use although not public (webhooks also over http). */
   allowedPrivateTargets: string[];

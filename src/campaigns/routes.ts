@@ -1,4 +1,4 @@
-// Event-triggered campaigns (interface.md 4.2, 4.3; decisions.md §6): create,
+// Event-triggered campaigns (docs/api.md, "Campaigns"): create,
 // list, get, and start/stop of the latest send. Registered at
 // /public/v1/email/campaigns.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';

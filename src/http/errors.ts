@@ -36,7 +36,7 @@ export const ErrorBody = Type.Object(
       details: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
     }),
   },
-  { $id: 'ErrorBody', title: 'Error', description: 'Error envelope (decisions.md §1)' },
+  { $id: 'ErrorBody', title: 'Error', description: 'The error envelope: a code, a message and, for validation errors, one detail per problem.' },
 );
 
 export function errorBody(code: ErrorCode, message: string, details?: ErrorDetail[]) {

@@ -1,4 +1,4 @@
-// Mail accounts API (decisions.md §9): create, list, get. No response carries
+// Mail accounts API (docs/api.md, "Mail accounts"): create, list, get. No response carries
 // the password or its ciphertext.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';

@@ -1,4 +1,4 @@
-// Templates API (interface.md 4.5; decisions.md §5): create, list, get, delete.
+// Templates API (docs/api.md, "Templates"): create, list, get, delete.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';

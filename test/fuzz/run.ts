@@ -1,7 +1,7 @@
 // The contract fuzz itself: every operation of the OpenAPI document (plus the
 // public tracking routes, which it hides) gets fast-check-generated requests
 // through app.inject. The property: every answer is 2xx, 3xx (tracking
-// redirect) or 4xx, a 4xx from the API is the error envelope of decisions.md §1
+// redirect) or 4xx, a 4xx from the API is the error envelope of docs/api.md
 // with the status its code maps to, nothing is 5xx, nothing takes longer than
 // the timeout, and the app still answers a ping after every batch. Requests go
 // one at a time first, then in concurrent bursts of writes.
