@@ -2,8 +2,8 @@
 // text, document or test cites the specification files it was built from
 // (which a user of the repository does not have) or a path outside it. The
 // contract is described in our own words in docs/api.md and docs/decisions.md.
-// This is `grep -rn "interface.md" src docs README.md test bench scripts`,
-// kept true by a test.
+// This is the issue's grep for the name of that file over src, docs, README.md,
+// test, bench and scripts, kept true by a test.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
