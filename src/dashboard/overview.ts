@@ -31,24 +31,26 @@ function utcDayStart(now: Date, daysBack: number): Date {
 
 export async function overview(db: Db, teamId: string, now = new Date()): Promise<Overview> {
   const since = utcDayStart(now, OVERVIEW_DAYS - 1);
+  const starts = Array.from({ length: OVERVIEW_DAYS + 1 }, (_, i) => utcDayStart(now, OVERVIEW_DAYS - 1 - i));
+  // One count per day, by plain timestamp comparisons (no per-row time-zone
+  // arithmetic): each is a pass over the same index range.
+  const perDay = (column: 'sent_at' | 'counted_at', extra = sql``) =>
+    sql.join(starts.slice(0, -1).map((start, i) => sql`count(*) FILTER (WHERE ${sql.ref(column)} >= ${start} AND ${sql.ref(column)} < ${starts[i + 1]!} ${extra})::int`));
   const [contacts, sent, opens, counts, recent] = await Promise.all([
     sql<{ total: number; unsubscribed: number }>`
       SELECT (SELECT count(*) FROM (SELECT 1 FROM contacts WHERE team_id = ${teamId} LIMIT ${CONTACT_COUNT_CAP + 1}) c)::int AS total,
              (SELECT count(*) FROM contacts WHERE team_id = ${teamId} AND status = 'unsubscribed')::int AS unsubscribed`.execute(db),
-    sql<{ day: Date; n: number }>`
-      SELECT date_trunc('day', sent_at, 'UTC') AS day, count(*)::int AS n
+    sql<{ days: number[] }>`
+      SELECT ARRAY[${perDay('sent_at')}] AS days
         FROM email_send_log
-       WHERE team_id = ${teamId} AND sent_at IS NOT NULL AND sent_at >= ${since}
-       GROUP BY 1`.execute(db),
-    // A message counts once per verdict and day, however often it was opened; the
-    // window's totals count it once per verdict.
-    sql<{ day: Date | null; human: number; bot: number }>`
-      SELECT date_trunc('day', counted_at, 'UTC') AS day,
-             count(DISTINCT email_send_log_id) FILTER (WHERE NOT is_bot)::int AS human,
-             count(DISTINCT email_send_log_id) FILTER (WHERE is_bot)::int AS bot
+       WHERE team_id = ${teamId} AND sent_at IS NOT NULL AND sent_at >= ${since}`.execute(db),
+    // tracking_counted holds one open row per message and verdict (its key), with
+    // the time that open last counted: a message counts once per verdict, on the
+    // day of its latest counted open.
+    sql<{ human: number[]; bot: number[] }>`
+      SELECT ARRAY[${perDay('counted_at', sql`AND NOT is_bot`)}] AS human, ARRAY[${perDay('counted_at', sql`AND is_bot`)}] AS bot
         FROM tracking_counted
-       WHERE team_id = ${teamId} AND kind = 'open' AND counted_at >= ${since}
-       GROUP BY GROUPING SETS ((1), ())`.execute(db),
+       WHERE team_id = ${teamId} AND kind = 'open' AND counted_at >= ${since}`.execute(db),
     sql<{ campaigns: number; active: number; enabled: number; failing: number; auto_disabled: number }>`
       SELECT (SELECT count(*) FROM campaigns WHERE team_id = ${teamId})::int AS campaigns,
              (SELECT count(DISTINCT campaign_id) FROM campaign_sends WHERE team_id = ${teamId} AND status = 'active')::int AS active,
@@ -63,21 +65,22 @@ export async function overview(db: Db, teamId: string, now = new Date()): Promis
         LEFT JOIN contacts k ON k.id = e.contact_id AND k.team_id = ${teamId}
        ORDER BY e.created_at DESC, e.id DESC`.execute(db),
   ]);
-  const key = (d: Date) => d.toISOString().slice(0, 10);
-  const sentBy = new Map(sent.rows.map((r) => [key(new Date(r.day)), r.n]));
-  const opensBy = new Map(opens.rows.filter((r) => r.day !== null).map((r) => [key(new Date(r.day!)), r]));
-  const windowOpens = opens.rows.find((r) => r.day === null);
-  const days: DayRow[] = [];
-  for (let i = OVERVIEW_DAYS - 1; i >= 0; i--) {
-    const day = key(utcDayStart(now, i));
-    days.push({ day, sent: sentBy.get(day) ?? 0, opened_human: opensBy.get(day)?.human ?? 0, opened_bot: opensBy.get(day)?.bot ?? 0 });
-  }
+  const sentDays = sent.rows[0]?.days ?? [];
+  const human = opens.rows[0]?.human ?? [];
+  const bot = opens.rows[0]?.bot ?? [];
+  const days: DayRow[] = starts.slice(0, -1).map((start, i) => ({
+    day: start.toISOString().slice(0, 10),
+    sent: sentDays[i] ?? 0,
+    opened_human: human[i] ?? 0,
+    opened_bot: bot[i] ?? 0,
+  }));
+  const sum = (key: keyof Omit<DayRow, 'day'>) => days.reduce((n, d) => n + d[key], 0);
   const c = contacts.rows[0]!;
   const n = counts.rows[0]!;
   return {
     contacts: { total: Math.min(c.total, CONTACT_COUNT_CAP), capped: c.total > CONTACT_COUNT_CAP, unsubscribed: c.unsubscribed },
     days,
-    totals: { sent: days.reduce((s, d) => s + d.sent, 0), opened_human: windowOpens?.human ?? 0, opened_bot: windowOpens?.bot ?? 0 },
+    totals: { sent: sum('sent'), opened_human: sum('opened_human'), opened_bot: sum('opened_bot') },
     campaigns: { total: n.campaigns, active: n.active },
     webhooks: { enabled: n.enabled, failing: n.failing, auto_disabled: n.auto_disabled },
     recent: recent.rows,

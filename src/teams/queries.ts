@@ -70,10 +70,18 @@ export async function touchApiKey(db: Db, keyId: string): Promise<void> {
             WHERE id = ${keyId} AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`.execute(db);
 }
 
+function hasControlCharacter(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
+
 /** A team's name: 1 to 200 characters after trimming, no control characters (it is shown to recipients). */
 export function teamNameProblem(name: string): string | null {
   if (name.length < 1 || name.length > 200) return 'must be 1 to 200 characters';
-  if ([...name].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f)) return 'must not contain control characters (line breaks, tabs, NUL)';
+  if (hasControlCharacter(name)) return 'must not contain control characters (line breaks, tabs, NUL)';
   return null;
 }
 
