@@ -249,7 +249,13 @@ test('at 390 px wide (a phone) no page scrolls sideways: the nav wraps, tables s
     for (const [name, url] of pages) {
       await p.goto(`${base}${url}`);
       const widths = await p.evaluate<{ page: number; body: number }>('({ page: document.documentElement.scrollWidth, body: document.body.scrollWidth })');
-      if (widths.page > 390 || widths.body > 390) overflow.push(`${url}: ${widths.page} px`);
+      if (widths.page > 390 || widths.body > 390) {
+        // Name the outermost elements that stick out, for the message.
+        const culprits = await p.evaluate<string[]>(`[...document.querySelectorAll('body *')]
+          .filter((el) => el.getBoundingClientRect().right > 391 && el.parentElement.getBoundingClientRect().right <= 391)
+          .slice(0, 5).map((el) => el.tagName.toLowerCase() + (el.className ? '.' + el.className : '') + ' ' + Math.round(el.getBoundingClientRect().right))`);
+        overflow.push(`${url}: ${widths.page} px (${culprits.join(', ')})`);
+      }
       await p.screenshot({ path: join(SCREENSHOTS, `dashboard-390-${name}.png`), fullPage: true });
     }
     assert.deepEqual(overflow, [], 'pages wider than 390 px');
