@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { findTeam, renameTeam, teamNameProblem } from '../teams/queries.ts';
 import { field, queryField, signedIn, signedInPost, user } from './forms.ts';
-import { overview, OVERVIEW_DAYS } from './overview.ts';
+import { COUNT_CAP, overview, OVERVIEW_DAYS } from './overview.ts';
 import { pageNotFound } from './page-error.ts';
 import { render } from './views.ts';
 
@@ -15,7 +15,7 @@ export async function homePages(app: FastifyInstance): Promise<void> {
   app.get('/', async (request, reply) => {
     if (!request.dashboardUser) return reply.redirect('/sign-in', 303);
     const data = await overview(db, user(request).teamId);
-    return render(request, reply, 'overview', { ...data, windowDays: OVERVIEW_DAYS });
+    return render(request, reply, 'overview', { ...data, windowDays: OVERVIEW_DAYS, cap: COUNT_CAP });
   });
 
   const settingsPage = async (teamId: string, extra: Record<string, unknown>) => {

@@ -8,6 +8,7 @@ import { sql } from 'kysely';
 import { buildTestApp, type TestApp } from '../helpers.ts';
 import { insertSend, pathOf, testLinks } from '../tracking/fixtures.ts';
 import { NAV } from '../../src/dashboard/nav.ts';
+import { overview } from '../../src/dashboard/overview.ts';
 import { signedIn } from './session.ts';
 
 let t: TestApp;
@@ -98,6 +99,25 @@ describe('overview', () => {
     assert.equal(card(other, 'opened by people'), '0');
     assert.equal(card(other, 'webhooks failing'), '1');
     assert.doesNotMatch(other, /contact\.unsubscribed/);
+  });
+
+  test('every count stops at the cap: past it the page says "N+" and marks the days it did not read', async () => {
+    const db = t.database.db;
+    const team = await signedIn(t.app, db, 'Capped');
+    // Sends today (3), two days ago (2) and five days ago (1); contacts 6 (one per send).
+    for (const ago of [1, 2, 3, 2 * 86_400, 2 * 86_400 + 1, 5 * 86_400]) await insertSend(db, team.teamId, { sentSecondsAgo: ago });
+    const exact = await overview(db, team.teamId, { cap: 10 });
+    assert.equal(exact.totals.sent, '6');
+    assert.equal(exact.contacts.total, '6');
+    const cut = await overview(db, team.teamId, { cap: 4 });
+    assert.equal(cut.contacts.total, '4+');
+    assert.equal(cut.totals.sent, '5+', 'the newest 5 rows read: 3 today, 2 two days ago');
+    const byDay = Object.fromEntries(cut.days.map((d) => [d.day, d.sent]));
+    assert.equal(byDay[utcDay(0)], '3');
+    assert.equal(byDay[utcDay(1)], '0');
+    assert.equal(byDay[utcDay(2)], '2+', 'the oldest day read is a lower bound');
+    assert.equal(byDay[utcDay(3)], '—');
+    assert.equal(byDay[utcDay(5)], '—');
   });
 });
 
