@@ -31,7 +31,7 @@ process.env.LOG_LEVEL ??= 'silent';
 
 // Imported after the environment is set: the test helpers read it.
 const { createWorld } = await import('../test/fuzz/world.ts');
-const { formatStats, operationsOf, runFuzz, TRACKING_OPS } = await import('../test/fuzz/run.ts');
+const { formatStats, fuzzOperations, runFuzz, TRACKING_OPS } = await import('../test/fuzz/run.ts');
 const { formatHostile, runHostile } = await import('../test/fuzz/hostile.ts');
 const { STALL_LIMIT_MS } = await import('../test/fuzz/stall.ts');
 
@@ -49,7 +49,7 @@ try {
   console.log(formatStats(stats));
   const perClass = Number(values.hostile);
   if (perClass > 0) {
-    const ops = [...operationsOf(world.app.swagger() as never), ...TRACKING_OPS];
+    const ops = [...fuzzOperations(world.app), ...TRACKING_OPS];
     const report = await runHostile(world, ops, { perClass, seed: stats.seed, timeoutMs: 60_000 });
     console.log(`\nhostile input classes:\n${formatHostile(report)}`);
     const problems = [

@@ -21,7 +21,7 @@ import { operationsRoutes } from './ops/routes.ts';
 import { campaignsRoutes } from './campaigns/routes.ts';
 import { contactsRoutes } from './contacts/routes.ts';
 import { suppressionsRoutes } from './contacts/suppression-routes.ts';
-import { dashboardRoutes } from './dashboard/plugin.ts';
+import { dashboardNotFoundPage, dashboardRoutes } from './dashboard/plugin.ts';
 import { ingestRoutes } from './ingest/routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
 import { emailsRoutes } from './mail/emails-routes.ts';
@@ -129,7 +129,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (!request.url.startsWith('/public/v1/')) return;
     await resolveKey(request);
     await limit.call(app, request, reply);
-  });
+  }, dashboardNotFoundPage);
 
   const metrics = installMetrics(app, config.intake.metricsToken);
 
@@ -174,6 +174,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     { prefix: '/public/v1' },
   );
+  app.decorate('dashboardRouteTable', []);
   await app.register(dashboardRoutes);
 
   return app;

@@ -5,6 +5,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
+import libmime from 'libmime';
 import { ConfigError, loadConfig } from './config.ts';
 import { AppError } from './lib/errors.ts';
 import { statusOf } from './http/errors.ts';
@@ -13,7 +14,7 @@ import { createMailAccount } from './mail/accounts.ts';
 import type { MailSecurity } from './mail/transport.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase } from './db/open.ts';
-import { createApiKey, createTeam, listApiKeys, revokeApiKey } from './teams/queries.ts';
+import { createApiKey, createTeam, listApiKeys, listTeams, renameTeam, revokeApiKey, teamNameProblem } from './teams/queries.ts';
 import { CliError, EXIT, nonEmpty, packageVersion, positiveInt, print, requireTeam, UsageError, uuid, withDatabase } from './cli-common.ts';
 import { contactCommands } from './cli-contacts.ts';
 import { createPasswordToken, createUser, MAX_PASSWORD, MIN_PASSWORD, normalizeEmail } from './dashboard/users.ts';
@@ -86,12 +87,42 @@ export function buildCli(): Command {
     .addOption(json())
     .action(async (name: string, opts: { json?: boolean }) => {
       const teamName = nonEmpty(name, 'team name');
+      const problem = teamNameProblem(teamName);
+      if (problem) throw new UsageError(`the team name ${problem}`);
       const out = await withDatabase(async ({ db }) => {
         const t = await createTeam(db, teamName);
         const { key } = await createApiKey(db, t.id, 'default');
         return { team_id: t.id, api_key: key };
       });
       print(!!opts.json, out, `team ${teamName} created\nteam id: ${out.team_id}\nAPI key: ${out.api_key}\n(the key is shown only once)`);
+    });
+
+  team
+    .command('list')
+    .description('list the teams: id, name, live API keys, dashboard users')
+    .addOption(json())
+    .action(async (opts: { json?: boolean }) => {
+      const teams = await withDatabase(({ db }) => listTeams(db));
+      const rows = teams.map((t) => ({ id: t.id, name: t.name, created_at: t.created_at.toISOString(), api_keys: t.api_keys, users: t.users }));
+      const text = rows.length
+        ? rows.map((r) => `${r.id}  ${r.name}  (${r.api_keys} live key${r.api_keys === 1 ? '' : 's'}, ${r.users} user${r.users === 1 ? '' : 's'}, created ${r.created_at})`).join('\n')
+        : 'no teams (create one: plover team create <name>)';
+      print(!!opts.json, { teams: rows }, text);
+    });
+  team
+    .command('rename')
+    .description('rename a team (recipients read the name on the unsubscribe page)')
+    .argument('<team-id>', 'team id (from team list)')
+    .argument('<name>', 'the new name, 1 to 200 characters')
+    .addOption(json())
+    .action(async (teamId: string, name: string, opts: { json?: boolean }) => {
+      const id = uuid(teamId, 'team id');
+      const newName = name.trim();
+      const problem = teamNameProblem(newName);
+      if (problem) throw new UsageError(`the team name ${problem}`);
+      const renamed = await withDatabase(({ db }) => renameTeam(db, id, newName));
+      if (!renamed) throw new CliError(`no team with id ${id}`);
+      print(!!opts.json, { team_id: id, name: newName }, `team ${id} renamed to ${newName}`);
     });
 
   const key = program.command('key').description('API keys');
@@ -309,7 +340,8 @@ export async function startDevSmtp(opts: { port: number; host: string; out?: str
         n += 1;
         const raw = Buffer.concat(chunks);
         const head = raw.toString('utf8').split(/\r?\n\r?\n/, 1)[0].replace(/\r?\n[ \t]+/g, ' ');
-        const subject = /^subject: *(.*)$/im.exec(head)?.[1] ?? '';
+        // RFC 2047 encoded words (=?UTF-8?B?…?=, as nodemailer writes any non-ASCII subject) decoded for reading.
+        const subject = decodeSubject(/^subject: *(.*)$/im.exec(head)?.[1] ?? '');
         const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
         const to = session.envelope.rcptTo.map((r) => r.address).join(', ');
         let line = `--- message ${n}: from ${from} to ${to}, ${raw.length} bytes, subject: ${subject}`;
@@ -331,6 +363,15 @@ export async function startDevSmtp(opts: { port: number; host: string; out?: str
     port: (server.server.address() as AddressInfo).port,
     close: () => new Promise<void>((ok) => server.close(() => ok())),
   };
+}
+
+/** A Subject header's value as a person reads it: RFC 2047 encoded words decoded (libmime), unknown charsets left as they are. */
+export function decodeSubject(raw: string): string {
+  try {
+    return libmime.decodeWords(raw);
+  } catch {
+    return raw;
+  }
 }
 
 /** The process exit code for an error thrown by a command. */

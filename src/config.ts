@@ -18,6 +18,8 @@ export type Config = {
   rateLimitPerMinute: number;
   serviceName: string;
   logLevel: string;
+  /** `pretty` (readable lines, for a terminal), `json` (one object a line, for collectors) or `auto`: pretty when stdout is a terminal. */
+  logFormat: 'auto' | 'pretty' | 'json';
   /** Body limit of the bulk routes (bulk upsert, bulk unsubscribe, batch send). */
   bodyLimitBytes: number;
   /** Per-route body limits, JSON limits, server timeouts, /metrics token (config-intake.ts). */
@@ -32,7 +34,7 @@ export type Config = {
   signInRateLimitPerMinute: number;
   /** Per delivery attempt. */
   webhookTimeoutMs: number;
-  /** Seconds before attempts 2..7 (interface.md 6.5). */
+  /** Seconds before attempts 2..7 (docs/api.md, "Retries"). */
   webhookRetryDelays: number[];
   /** Host names, IPs and CIDRs that webhooks and SMTP hosts may use although not public (webhooks also over http). */
   allowedPrivateTargets: string[];
@@ -183,6 +185,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  const logFormat = (str(env, 'LOG_FORMAT') ?? 'auto').toLowerCase();
+  if (logFormat !== 'auto' && logFormat !== 'pretty' && logFormat !== 'json') throw new ConfigError('LOG_FORMAT must be auto, pretty or json');
   const bodyLimitBytes = int(env, 'BODY_LIMIT_BYTES', 10 * 1024 * 1024, 1024, 1024 * 1024 * 1024);
   const workerConcurrency = int(env, 'WORKER_CONCURRENCY', 10, 1, 1000);
   const runWorkerRaw = (str(env, 'RUN_WORKER') ?? 'true').toLowerCase();
@@ -224,7 +228,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     intake, inbound, inboundProviders, retention, webhookAutoDisableDays, webhookAutoDisableMinFailures,
     port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
-    serviceName, logLevel, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
+    serviceName, logLevel, logFormat, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
     webhookConcurrency,
     sendRetryDelays, sendLeaseSeconds, retryJitter,

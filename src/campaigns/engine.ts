@@ -24,7 +24,7 @@ import { suppressionsInForce, type SuppressionReason } from '../contacts/suppres
 export type Clock = () => Date;
 type Tx = Transaction<Database>;
 
-/** Event names that trigger campaigns (interface.md 6.1, short names). */
+/** Event names that trigger campaigns (the short names of docs/api.md, "Webhook events"). */
 export const TRIGGER_EVENT_NAMES = new Set(['contact.saved', 'lead.created', 'sale.created']);
 
 export type Candidate = {

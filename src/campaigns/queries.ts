@@ -11,7 +11,7 @@ import { paginate } from '../lib/paginate.ts';
 
 type Executor = Db | Transaction<Database>;
 
-/** ISO 8601 UTC with milliseconds, as Date.toISOString() renders it (decisions.md §3). */
+/** ISO 8601 UTC with milliseconds, as Date.toISOString() renders it (docs/api.md, "Identifiers, times, strings"). */
 const iso = (column: RawBuilder<unknown>) => sql<string>`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 // Sends are aggregated per campaign in a LATERAL subquery: a page of campaigns

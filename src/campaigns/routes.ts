@@ -1,5 +1,6 @@
-// Event-triggered campaigns: create, list, get, update, delete, and
-// start/stop of the latest send. Registered at /public/v1/email/campaigns.
+// Event-triggered campaigns (docs/api.md, "Campaigns"): create, list, get,
+// update, delete, and start/stop of the latest send. Registered at
+// /public/v1/email/campaigns.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AppError, notFound, validationFailed } from '../lib/errors.ts';
 import { pageMeta, withErrors } from '../http/schemas.ts';

@@ -1,10 +1,10 @@
-// Request and response schemas of the campaign routes (interface.md 2.2-2.4, 4.2,
-// 4.3; decisions.md §6). Response schemas declare every field: the serializer
+// Request and response schemas of the campaign routes (docs/api.md,
+// "Campaigns"). Response schemas declare every field: the serializer
 // drops what a schema does not name.
 import { Type, type Static } from 'typebox';
 import { DateTime, PageMeta, pageQuery, StringOrNull } from '../http/schemas.ts';
 
-/** Both spellings are accepted (decisions.md §6); the dotted one is stored and returned. */
+/** Both spellings are accepted (docs/api.md, "Campaigns"); the dotted one is stored and returned. */
 export const TRIGGER_EVENT_INPUTS = ['contact.saved', 'lead.created', 'sale.created', 'contact_saved', 'lead_created', 'sale_created'] as const;
 export const TRIGGER_EVENTS = ['contact.saved', 'lead.created', 'sale.created'] as const;
 export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];

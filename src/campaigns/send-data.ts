@@ -1,5 +1,5 @@
-// The full send_data object (interface.md 2.3) of an event-triggered campaign,
-// every field filled: what the client gave, else the defaults of decisions.md §6
+// The full send_data object (docs/api.md, "Campaigns") of an event-triggered campaign,
+// every field filled: what the client gave, else the defaults of docs/api.md, "Campaigns"
 // and docs/decisions.md (Campaigns). Broadcast, automation and verification
 // settings do not apply to event-triggered sends; they are present, zeroed, so
 // the object has one shape for every campaign type.

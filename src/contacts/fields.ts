@@ -1,4 +1,4 @@
-// The writable contact fields (interface.md 2.6) with their SQL types. The
+// The writable contact fields (docs/api.md, "Contacts") with their SQL types. The
 // bulk upsert statement and the input schema are both generated from this list.
 export type FieldKind = 'text' | 'bigint' | 'numeric' | 'timestamptz' | 'boolean';
 

@@ -259,7 +259,7 @@ export async function upsertContacts(
   return { created, updated, unchanged };
 }
 
-/** The email.contact.saved payload (interface.md 6.3) of a contact row. */
+/** The email.contact.saved payload (docs/api.md, "Webhook payloads") of a contact row. */
 export function savedPayload(
   r: Pick<SavedRow, 'id' | 'email' | 'first_name' | 'last_name' | 'phone' | 'foreign_id' | 'country_code' | 'created_at' | 'updated_at'>,
 ): Record<string, unknown> {

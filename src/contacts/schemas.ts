@@ -57,7 +57,7 @@ export const BulkUnsubscribeBody = Type.Object(
 
 export const UnsubscribesQuery = pageQuery(50, { search: Type.Optional(Type.String({ maxLength: 255 })) });
 
-/** Contact as returned (interface.md 2.5): every field a string, null where unknown. */
+/** Contact as returned (docs/api.md, "Contacts"): every field a string, null where unknown. */
 export const CONTACT_VIEW_FIELDS = [
   'id', 'team_id', 'email', 'status', 'first_name', 'last_name', 'phone', 'foreign_id', 'country_code',
   'is_email_valid', 'validation_method', 'validation_reason', 'validated_at',

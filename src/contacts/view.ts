@@ -2,7 +2,7 @@ import type { Selectable } from 'kysely';
 import type { ContactsTable } from '../db/schema.ts';
 import { CONTACT_VIEW_FIELDS } from './schemas.ts';
 
-/** interface.md 2.5: every field rendered as a string (ISO times, decimal counts), null where unknown. */
+/** docs/api.md, "Contacts": every field rendered as a string (ISO times, decimal counts), null where unknown. */
 export function contactView(row: Selectable<ContactsTable>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const r = row as unknown as Record<string, unknown>;

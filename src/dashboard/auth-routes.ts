@@ -43,10 +43,8 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
     }
   };
 
-  app.get('/', async (request, reply) => reply.redirect(request.dashboardUser ? '/campaigns' : '/sign-in', 303));
-
   app.get('/sign-in', async (request, reply) => {
-    if (request.dashboardUser) return reply.redirect('/campaigns', 303);
+    if (request.dashboardUser) return reply.redirect('/', 303);
     return render(request, reply, 'sign-in', { next: localPath(queryField(request.query, 'next')) });
   });
 
@@ -61,7 +59,7 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
       return render(request, reply, 'sign-in', { next, email, error: 'That e-mail and password do not match an account.' }, 401);
     }
     setSessionCookie(reply, await createSession(db, userId));
-    return reply.redirect(next === '/' ? '/campaigns' : next, 303);
+    return reply.redirect(next, 303);
   });
 
   app.post('/sign-out', { preHandler: [requireUser, requireCsrf] }, async (request, reply) => {
@@ -93,6 +91,6 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
     if (result.kind === 'email_taken') return again('That e-mail address already has an account.');
     if (result.kind === 'invalid') return render(request, reply, 'set-password', { invalid: true }, 404);
     setSessionCookie(reply, await createSession(db, result.userId));
-    return reply.redirect('/campaigns', 303);
+    return reply.redirect('/', 303);
   });
 }

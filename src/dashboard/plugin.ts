@@ -12,6 +12,7 @@ import { authRoutes } from './auth-routes.ts';
 import { campaignPages } from './campaign-pages.ts';
 import { contactPages } from './contact-pages.ts';
 import { emailPages } from './email-pages.ts';
+import { homePages } from './home-pages.ts';
 import { importPages } from './import-pages.ts';
 import { keyPages } from './key-pages.ts';
 import { mailAccountPages } from './mail-account-pages.ts';
@@ -20,7 +21,7 @@ import { refuseBeforeBody } from './intake.ts';
 import { DashboardKeys, loadSession } from './security.ts';
 import { templatePages } from './template-pages.ts';
 import { suppressionPages } from './suppression-pages.ts';
-import { render } from './views.ts';
+import { render, views } from './views.ts';
 import { webhookPages } from './webhook-pages.ts';
 
 // Pages render team data: no caching anywhere, no framing, scripts and styles
@@ -34,13 +35,50 @@ const SECURITY_HEADERS = {
   'referrer-policy': 'no-referrer',
 };
 
+const asset = (name: string, type: string) => ({ type, body: readFileSync(join(import.meta.dirname, 'static', name)) });
 const STATIC: Record<string, { type: string; body: Buffer }> = {
-  'dashboard.css': { type: 'text/css; charset=utf-8', body: readFileSync(join(import.meta.dirname, 'static', 'dashboard.css')) },
-  'dashboard.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(join(import.meta.dirname, 'static', 'dashboard.js')) },
+  'dashboard.css': asset('dashboard.css', 'text/css; charset=utf-8'),
+  'dashboard.js': asset('dashboard.js', 'text/javascript; charset=utf-8'),
+  'favicon.svg': asset('favicon.svg', 'image/svg+xml'),
 };
+const FAVICON_ICO = asset('favicon.ico', 'image/x-icon');
+
+// Paths outside the dashboard: the API, its reference, tracking links, operations.
+const NOT_DASHBOARD = /^\/(public|t|u|docs|metrics|healthz|readyz)(\/|$)/;
+
+/**
+ * The dashboard's answer to an unknown path (404) or method (405), from the
+ * root's not-found hook (http/errors.ts): an HTML page for a browser (its
+ * Accept names text/html) on a dashboard path; false leaves the JSON answer
+ * (API clients, curl, paths of the API and of tracking links). The session is
+ * not read: the page offers the way back, which signs in if needed.
+ */
+export async function dashboardNotFoundPage(request: FastifyRequest, reply: FastifyReply, status: 404 | 405, message: string): Promise<boolean> {
+  const path = request.url.split('?')[0] ?? '/';
+  if (NOT_DASHBOARD.test(path) || !/\btext\/html\b/i.test(request.headers.accept ?? '')) return false;
+  const html = await views.renderFile('error', { status, message, user: null, csrf: '', path, nav: [] });
+  await reply.code(status).headers({ ...SECURITY_HEADERS, 'cache-control': 'no-store' }).type('text/html; charset=utf-8').send(html);
+  return true;
+}
+
+/** What every dashboard route is, for tools that must reach them (the contract fuzz): not in the OpenAPI document. */
+export type DashboardRoute = { method: string; url: string };
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every dashboard route (method and path), filled as the dashboard registers them. */
+    dashboardRouteTable: DashboardRoute[];
+  }
+}
 
 export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   const { config } = app.deps;
+  // HTML pages, not the public API: hidden from openapi.json, listed here instead.
+  const table = app.dashboardRouteTable;
+  app.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, hide: true };
+    for (const method of ([] as string[]).concat(route.method)) if (method !== 'HEAD') table.push({ method, url: route.url });
+  });
   if (!config.appSecret) throw new Error('the dashboard needs APP_SECRET (or the embedded database secret) to sign cookies');
   app.decorate('dashboardKeys', new DashboardKeys(config.appSecret, config.publicUrl));
   await app.register(cookie, { secret: app.dashboardKeys.cookie });
@@ -77,7 +115,12 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
     return reply.header('cache-control', 'public, max-age=300').type(file.type).send(file.body);
   });
 
+  // Browsers ask for /favicon.ico whatever the page says.
+  app.get('/favicon.ico', async (_request, reply) =>
+    reply.header('cache-control', 'public, max-age=86400').type(FAVICON_ICO.type).send(FAVICON_ICO.body));
+
   await app.register(authRoutes);
+  await app.register(homePages);
   await app.register(keyPages);
   await app.register(campaignPages);
   await app.register(emailPages);

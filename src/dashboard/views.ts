@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Liquid } from 'liquidjs';
+import { navFor } from './nav.ts';
 import { csrfToken } from './security.ts';
 
 export const views = new Liquid({
@@ -30,10 +31,12 @@ export type ViewData = Record<string, unknown>;
 
 /** Renders a page with the layout's common data (signed-in user, CSRF token, current section). */
 export async function render(request: FastifyRequest, reply: FastifyReply, view: string, data: ViewData = {}, status = 200) {
+  const path = request.url.split('?')[0];
   const html = await views.renderFile(view, {
     user: request.dashboardUser,
     csrf: csrfToken(request, reply),
-    path: request.url.split('?')[0],
+    path,
+    nav: navFor(path),
     ...data,
   });
   return reply.code(status).type('text/html; charset=utf-8').send(html);

@@ -3,7 +3,7 @@
 // the API (src/webhooks/queries.ts, deliveries.ts, guard.ts), so the same rules
 // hold: the limit of 10 enabled, the event catalog, target safety. A locked
 // webhook (`source` set) belongs to an integration: the dashboard offers no edit
-// or delete for it and refuses forged ones (interface.md 2.8).
+// or delete for it and refuses forged ones (docs/api.md, "Webhooks").
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../lib/errors.ts';
 import { WEBHOOK_EVENTS } from '../webhooks/catalog.ts';

@@ -36,7 +36,7 @@ export const ErrorBody = Type.Object(
       details: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
     }),
   },
-  { $id: 'ErrorBody', title: 'Error', description: 'Error envelope (decisions.md §1)' },
+  { $id: 'ErrorBody', title: 'Error', description: 'The error envelope: a code, a message and, for validation errors, one detail per problem.' },
 );
 
 export function errorBody(code: ErrorCode, message: string, details?: ErrorDetail[]) {
@@ -116,6 +116,8 @@ export function sendError(reply: FastifyReply, err: unknown, request?: FastifyRe
 export function installErrorHandlers(
   app: FastifyInstance,
   notFoundPreHandler?: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+  /** Answers a 404 or 405 as a page instead (the dashboard's HTML); returns false to leave it to the JSON answer. */
+  pageAnswer?: (request: FastifyRequest, reply: FastifyReply, status: 404 | 405, message: string) => Promise<boolean>,
 ): void {
   const routes: { re: RegExp; methods: Set<string> }[] = [];
   app.addHook('onRoute', (opts) => {
@@ -129,13 +131,16 @@ export function installErrorHandlers(
 
   app.setErrorHandler((err, request, reply) => sendError(reply, err, request));
 
-  const answerNotFound = (request: FastifyRequest, reply: FastifyReply) => {
+  const answerNotFound = async (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0];
     const allowed = routes.find((r) => r.re.test(path));
     if (allowed) {
       reply.header('allow', [...allowed.methods].join(', '));
-      return sendError(reply, new AppError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}`));
+      const message = `${request.method} is not allowed on ${path}`;
+      if (pageAnswer && (await pageAnswer(request, reply, 405, message))) return reply;
+      return sendError(reply, new AppError('METHOD_NOT_ALLOWED', message));
     }
+    if (pageAnswer && (await pageAnswer(request, reply, 404, 'This page does not exist.'))) return reply;
     return sendError(reply, new AppError('NOT_FOUND', `no route ${request.method} ${path}`));
   };
 

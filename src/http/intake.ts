@@ -1,6 +1,6 @@
 // Request intake: how much of a body each route may read, and the rule that no
 // body is read or parsed before the request is known to be answerable
-// (decisions §1 and §12 of the contract; limits in docs/security.md, "Request
+// (docs/api.md, "Envelope and errors"; limits in docs/security.md, "Request
 // intake limits").
 //
 // - Every route gets a body limit by its class (bulk, template, api, dashboard,

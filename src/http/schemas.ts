@@ -12,7 +12,7 @@ const base: Options = { allErrors: true, strict: false, useDefaults: true, remov
 const bodyAjv = addFormats.default(new Ajv({ ...base, coerceTypes: false }));
 const textAjv = addFormats.default(new Ajv({ ...base, coerceTypes: 'array' }));
 
-// E-mail addresses are trimmed and lower-cased before storage (decisions.md §3),
+// E-mail addresses are trimmed and lower-cased before storage (docs/api.md, "Identifiers, times, strings"),
 // so the format accepts surrounding spaces and any case.
 const EMAIL_RE =
   /^(?=.{3,254}$)(?=[^@]{1,64}@)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]{0,62}$/;

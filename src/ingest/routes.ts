@@ -1,4 +1,4 @@
-// Event ingestion API (decisions.md §7): POST /email/events, GET /email/events/{id}
+// Event ingestion API (docs/api.md, "Events and decisions"): POST /email/events, GET /email/events/{id}
 // and GET /email/events/{id}/decisions. Registered at /public/v1/email/events.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
@@ -42,7 +42,7 @@ const EventObject = Type.Object({
   created_at: DateTime,
   processed_at: Type.Union([DateTime, Type.Null()]),
   payload: Type.Record(Type.String(), Type.Unknown(), { description: 'What the client sent (ingested events), else the event payload' }),
-  event_payload: Type.Record(Type.String(), Type.Unknown(), { description: 'The webhook payload of the event (interface.md 6.3)' }),
+  event_payload: Type.Record(Type.String(), Type.Unknown(), { description: 'The webhook payload of the event, as webhooks receive it' }),
 });
 
 

@@ -51,7 +51,7 @@ export function checkJsonValue(value: unknown, limits: JsonLimits): JsonProblem 
   return null;
 }
 
-/** Parses and checks a body. An empty body is `{}` (decisions §1: on a route that takes JSON, no body means no fields). */
+/** Parses and checks a body. An empty body is `{}` (docs/api.md, "Envelope and errors": on a route that takes JSON, no body means no fields). */
 export function parseJsonBody(text: string, limits: JsonLimits): ParsedJson {
   if (text.length === 0) return { ok: true, value: {} };
   let value: unknown;

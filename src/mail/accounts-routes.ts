@@ -1,4 +1,4 @@
-// Mail accounts API: create, list, get, update, delete. No response carries
+// Mail accounts API (docs/api.md, "Mail accounts"): create, list, get, update, delete. No response carries
 // the password or its ciphertext.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';

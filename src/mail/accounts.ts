@@ -1,4 +1,4 @@
-// Mail accounts (decisions.md §9): a team's SMTP credentials. The password is
+// Mail accounts (docs/api.md, "Mail accounts"): a team's SMTP credentials. The password is
 // sealed with SecretBox (AES-256-GCM, key from APP_SECRET) and leaves this module
 // only through getMailAccountPassword, for the sending engine.
 import { isIP } from 'node:net';

@@ -160,7 +160,7 @@ function classify(send: LockedSend, hit: HitInput, signals: Signals) {
   });
 }
 
-/** The interface.md 6.3 payload; bot events add `decision` (decisions.md §7). */
+/** The open or click payload (docs/api.md, "Webhook payloads"); bot events add `decision`. */
 function payloadOf(send: LockedSend, hit: HitInput, decision: BotDecision, isBotEvent: boolean): Record<string, unknown> {
   const at = send.now.toISOString();
   const common = { email_send_log_id: send.id, contact_id: send.contact_id, email: send.email };

@@ -62,7 +62,7 @@ export function renderStats(): { parses: number; cached: number } {
 
 // ---- Variables ---------------------------------------------------------------
 
-// Contact columns a template may read as `contact.*` (interface.md 2.5 minus
+// Contact columns a template may read as `contact.*` (the contact of docs/api.md minus
 // internal bookkeeping); dates as ISO strings, so `| date:` works on them.
 const HIDDEN_CONTACT_COLUMNS = new Set(['team_id']);
 

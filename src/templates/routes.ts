@@ -1,4 +1,4 @@
-// Templates API: create, list, get, update (a new version), delete.
+// Templates API (docs/api.md, "Templates"): create, list, get, update (a new version), delete.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AppError, notFound, validationFailed } from '../lib/errors.ts';
 import { Ok, pageMeta, rejectInvalidId, withErrors } from '../http/schemas.ts';

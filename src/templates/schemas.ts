@@ -1,9 +1,9 @@
-// Request and response schemas of the templates API (interface.md 2.7, 4.5;
-// decisions.md §5).
+// Request and response schemas of the templates API (docs/api.md,
+// "Templates").
 import { Type, type Static } from 'typebox';
 import { DateTime, PageMeta, pageQuery, UUID_PATTERN } from '../http/schemas.ts';
 
-/** decisions.md §1: template content is at most 1 MiB. */
+/** Template content is at most 1 MiB (docs/api.md, "Templates"). */
 export const MAX_CONTENT_CHARS = 1024 * 1024;
 /** RFC 5322 line limit; the subject is one header line. */
 export const MAX_SUBJECT_CHARS = 998;

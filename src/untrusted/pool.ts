@@ -1,8 +1,8 @@
 // The pool of worker threads where work on untrusted content runs: Liquid parse
 // and render, link rewriting, HTML-to-text, and large JSON bodies. A team's
 // template or body can cost a worker thread its time budget or its heap, never
-// the event loop that answers every team's requests (DESIGN.md, "Untrusted work
-// is bounded"). An overrun ends that task (piscina terminates the thread and
+// the event loop that answers every team's requests (docs/architecture.md and
+// docs/security.md). An overrun ends that task (piscina terminates the thread and
 // starts a fresh one); the caller gets an UntrustedWorkError it maps to a 422
 // (create, preview) or a failed message (send).
 //

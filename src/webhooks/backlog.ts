@@ -1,4 +1,4 @@
-// The paused backlog (decisions.md §8 of the contract): a disabled webhook
+// The paused backlog (docs/api.md, "Webhooks"): a disabled webhook
 // keeps its deliveries as parked rows (status 'pending', next_attempt_at NULL)
 // until it is enabled again, bounded by age and by count; and recover, which
 // queues failed deliveries again with their envelope ids.

@@ -1,5 +1,5 @@
-// The webhook event catalog (interface.md 6.1) and a realistic sample payload
-// per event (interface.md 6.3, decisions.md §7), used by simulate.
+// The webhook event catalog (docs/api.md, "Webhook events") and a realistic sample payload
+// per event (docs/api.md, "Webhook payloads"), used by simulate.
 import { randomUUID } from 'node:crypto';
 
 export const WEBHOOK_EVENTS = [

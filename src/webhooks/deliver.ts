@@ -1,5 +1,5 @@
 // One delivery attempt over HTTP (undici), and what follows from its outcome
-// (interface.md 6.5, decisions.md §8). Redirects are never followed (a 3xx is a
+// (docs/api.md, "Retries"). Redirects are never followed (a 3xx is a
 // failed attempt); the connection's DNS lookup refuses non-public addresses.
 import { isIP } from 'node:net';
 import { Agent, request } from 'undici';

@@ -13,7 +13,7 @@ export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 /** NOTIFY channel that wakes the delivery dispatchers (new deliveries, an enable, a resend). */
 export const DELIVERY_CHANNEL = 'plover_webhook_deliveries';
 
-/** Retry-After is honoured up to this long (interface.md's longest delay). */
+/** Retry-After is honoured up to this long (the longest retry delay, docs/api.md "Retries"). */
 export const MAX_RETRY_AFTER_S = 6 * 3600;
 /** Response bodies are kept up to this many bytes. */
 export const RESPONSE_BODY_LIMIT = 4096;
@@ -37,7 +37,7 @@ export type DeliveryView = {
 };
 
 /**
- * The envelope (interface.md 6.2) of a delivery row (`table`: its name or alias in
+ * The envelope (docs/api.md, "Delivery envelope") of a delivery row (`table`: its name or alias in
  * the query): the stored one, or built from its event. Deterministic, so every
  * retry and resend sends the same bytes.
  */

@@ -1,4 +1,4 @@
-// Webhook management (decisions.md §8). The limit of 10 enabled webhooks per
+// Webhook management (docs/api.md, "Webhooks"). The limit of 10 enabled webhooks per
 // team is checked under a row lock on the team, so concurrent creates and
 // enables of one team run one after another and no race lets an 11th through.
 import { sql, type Selectable, type Transaction } from 'kysely';

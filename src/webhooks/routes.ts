@@ -1,4 +1,4 @@
-// Webhook API (interface.md 4.8, decisions.md §8): management, delivery log,
+// Webhook API (docs/api.md, "Webhooks"): management, delivery log,
 // resend and simulate. Registered at /public/v1/webhooks.
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';

@@ -1,10 +1,10 @@
-// Request and response schemas of the webhook API (interface.md 4.8, decisions.md §8).
+// Request and response schemas of the webhook API (docs/api.md, "Webhooks").
 import { Type } from 'typebox';
 import { DateTime, nullable, pageQuery, PageMeta, StringOrNull, UUID_PATTERN } from '../http/schemas.ts';
 import { WEBHOOK_EVENTS, WEBHOOK_SOURCES } from './catalog.ts';
 
 // enum rather than a union of literals: one clear error per bad value.
-const EventName = Type.Unsafe<string>({ type: 'string', enum: [...WEBHOOK_EVENTS], description: 'An event of the catalog (interface.md 6.1).' });
+const EventName = Type.Unsafe<string>({ type: 'string', enum: [...WEBHOOK_EVENTS], description: 'An event of the webhook event catalog.' });
 const Source = Type.Unsafe<string | null>({
   type: ['string', 'null'],
   enum: [...WEBHOOK_SOURCES, null],

@@ -1,5 +1,5 @@
 // Delivery signatures. Two schemes over the same bytes, so receivers can verify
-// with either: ours (interface.md 6.4: X-FY-Signature `t=<ts>,v1=<hex>`, HMAC-SHA256
+// with either: ours (docs/api.md, "Signatures": X-FY-Signature `t=<ts>,v1=<hex>`, HMAC-SHA256
 // keyed with the secret string over "<ts>.<body>") and Standard Webhooks
 // (webhook-id / webhook-timestamp / webhook-signature `v1,<base64>`, HMAC-SHA256
 // keyed with the base64-decoded part of a `whsec_` secret over "<id>.<ts>.<body>").

@@ -21,7 +21,7 @@ describe('sign-in', () => {
     assert.match(page.body, /<label for="email">/);
     const res = await s.post('/sign-in', { email: email.toUpperCase(), password: PASSWORD });
     assert.equal(res.statusCode, 303);
-    assert.equal(res.headers.location, '/campaigns');
+    assert.equal(res.headers.location, '/');
     const setCookie = String(res.headers['set-cookie']);
     assert.match(setCookie, /plv_session=[^;]+\.[^;]+;/); // value.signature
     assert.match(setCookie, /HttpOnly/);
@@ -40,7 +40,7 @@ describe('sign-in', () => {
     for (const next of ['//evil.example.com/x', '/\\evil.example.com', 'https://evil.example.com']) {
       const other = new Session(t.app);
       await other.get('/sign-in');
-      assert.equal((await other.post('/sign-in', { email, password: PASSWORD, next })).headers.location, '/campaigns', next);
+      assert.equal((await other.post('/sign-in', { email, password: PASSWORD, next })).headers.location, '/', next);
     }
     const https = await buildTestApp({ database: t.database, config: { publicUrl: 'https://plover.example.com' } });
     const hs = new Session(https.app);
@@ -117,7 +117,7 @@ describe('sign-in', () => {
     // ...but the owner, from IP B, signs in: A's failures never lock them out.
     const fromB = await attempt('127.0.0.51', { email, password: PASSWORD });
     assert.equal(fromB.statusCode, 303, fromB.body);
-    assert.equal(fromB.headers.location, '/campaigns');
+    assert.equal(fromB.headers.location, '/');
     // One IP spraying many addresses: the per-IP budget (3 × 5 = 15 a minute) applies.
     const spray: number[] = [];
     for (let i = 0; i < 17; i++) spray.push((await attempt('127.0.0.60', { email: `spray${i}@example.com`, password: 'x' })).statusCode);

@@ -78,8 +78,13 @@ test('dashboard in Chromium: sign-in, API keys used and revoked, pages, CSRF, is
   await page.keyboard.press('Tab');
   await page.keyboard.type(PASSWORD);
   await page.keyboard.press('Enter');
-  await page.waitForURL(`${base}/campaigns`);
+  // Home is the overview; the navigation leads on.
+  await page.waitForURL(`${base}/`);
   assert.ok(await page.getByText(me.email).isVisible());
+  assert.ok(await page.getByRole('heading', { name: 'Overview' }).isVisible());
+  await shot('overview');
+  await page.getByRole('link', { name: 'Campaigns', exact: true }).click();
+  await page.waitForURL(`${base}/campaigns`);
   await shot('campaigns');
   // Stop and start from the list.
   await page.getByRole('button', { name: 'Stop Welcome series' }).click();
@@ -311,4 +316,70 @@ test('create and edit in Chromium: a template with its live preview, a mail acco
     await new Promise((r) => setTimeout(r, 200));
   }
   assert.match(await leadSend.innerText(), /Welcome aboard, friend[\s\S]*sent/);
+});
+
+test('at 390 px wide (a phone) no page scrolls sideways: the nav wraps, tables scroll in their box', { skip, timeout: 180_000 }, async () => {
+  const db = t.database.db;
+  const team = await makeUserTeam(db, 'A team with a rather long name for a narrow screen');
+  // Wide content: long addresses, many tags, a long campaign name, a long webhook URL.
+  await t.app.inject({
+    method: 'POST', url: '/public/v1/email/contacts/bulk-upsert', headers: { 'x-api-key': team.key },
+    payload: {
+      contacts: [{ email: `a.very.long.local.part.that.does.not.fit.anywhere@${'sub.'.repeat(6)}example.com`, first_name: 'Ada', last_name: 'Lovelace-Byron-King-Noel' }],
+      tags: Array.from({ length: 8 }, (_, i) => `segment-number-${i}`),
+    },
+  });
+  const contact = await db.selectFrom('contacts').select('id').where('team_id', '=', team.teamId).executeTakeFirstOrThrow();
+  const templateId = await insertTemplate(db, team.teamId);
+  await t.app.inject({
+    method: 'POST', url: '/public/v1/email/campaigns', headers: { 'x-api-key': team.key },
+    payload: { name: 'Spring newsletter with a name far longer than a phone is wide', template_ids: [templateId], mail_account_ids: [await insertMailAccount(db, team.teamId)], events: ['contact.saved', 'lead.created', 'sale.created'] },
+  });
+  await t.app.inject({
+    method: 'POST', url: '/public/v1/webhooks', headers: { 'x-api-key': team.key },
+    payload: { url: `${receiver.url}/${'deep/'.repeat(12)}hook`, events: ['email.sent', 'email.opened', 'email.clicked', 'email.contact.saved'] },
+  });
+
+  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+  const p = await phone.newPage();
+  try {
+    await p.goto(`${base}/sign-in`);
+    await p.getByLabel('E-mail').fill(team.email);
+    await p.getByLabel('Password').fill(PASSWORD);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.waitForURL(`${base}/`);
+    const webhook = await db.selectFrom('webhooks').select('id').where('team_id', '=', team.teamId).executeTakeFirstOrThrow();
+    const pages: [string, string][] = [
+      ['overview', '/'], ['campaigns', '/campaigns'], ['emails', '/emails'], ['contacts', '/contacts'], ['contact', `/contacts/${contact.id}`],
+      ['templates', '/templates'], ['template', `/templates/${templateId}`], ['webhooks', '/webhooks'], ['webhook', `/webhooks/${webhook.id}`],
+      ['api-keys', '/developer/api-keys'], ['team-settings', '/settings/team'], ['not-found', '/no/such/page'],
+      ['mail-accounts', '/mail-accounts'], ['suppressions', '/suppressions'], ['campaign-new', '/campaigns/new'], ['template-new', '/templates/new'],
+    ];
+    const overflow: string[] = [];
+    for (const [name, url] of pages) {
+      await p.goto(`${base}${url}`);
+      const widths = await p.evaluate<{ page: number; body: number }>('({ page: document.documentElement.scrollWidth, body: document.body.scrollWidth })');
+      if (widths.page > 390 || widths.body > 390) {
+        // Name the outermost elements that stick out, for the message.
+        const culprits = await p.evaluate<string[]>(`[...document.querySelectorAll('body *')]
+          .filter((el) => el.getBoundingClientRect().right > 391 && el.parentElement.getBoundingClientRect().right <= 391)
+          .slice(0, 5).map((el) => el.tagName.toLowerCase() + (el.className ? '.' + el.className : '') + ' ' + Math.round(el.getBoundingClientRect().right))`);
+        overflow.push(`${url}: ${widths.page} px (${culprits.join(', ')})`);
+      }
+      await p.screenshot({ path: join(SCREENSHOTS, `dashboard-390-${name}.png`), fullPage: true });
+    }
+    assert.deepEqual(overflow, [], 'pages wider than 390 px');
+    // The navigation wraps inside the screen: every link is on screen, none cut off.
+    await p.goto(`${base}/`);
+    const boxes = await p.locator('nav[aria-label="Main"] a').evaluateAll((links) => links.map((a) => a.getBoundingClientRect().right));
+    assert.ok(boxes.length >= 8);
+    for (const right of boxes) assert.ok(right <= 390, `a nav link ends at ${right} px`);
+    // A wide table scrolls inside its own box rather than widening the page.
+    await p.goto(`${base}/contacts`);
+    const table = await p.locator('table').first().evaluate((el) => ({ client: el.clientWidth, overflow: (globalThis as unknown as { getComputedStyle(e: unknown): { overflowX: string } }).getComputedStyle(el).overflowX }));
+    assert.equal(table.overflow, 'auto');
+    assert.ok(table.client <= 390, `the table box is ${table.client} px`);
+  } finally {
+    await phone.close();
+  }
 });

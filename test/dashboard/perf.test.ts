@@ -11,7 +11,8 @@ import { createWebhook, webhookSecretBox } from '../../src/webhooks/queries.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { signedIn } from './session.ts';
 
-const CONTACTS = 100_000;
+// PERF_CONTACTS=1000000 measures a bigger team (not in CI: the seeding alone takes minutes).
+const CONTACTS = Number(process.env.PERF_CONTACTS ?? 100_000);
 const LIMIT_MS = 100;
 
 let t: TestApp;
@@ -20,7 +21,7 @@ before(async () => {
 });
 after(async () => t?.close());
 
-test(`every page under ${LIMIT_MS} ms with ${CONTACTS} contacts`, { timeout: 300_000 }, async () => {
+test(`every page under ${LIMIT_MS} ms with ${CONTACTS} contacts`, { timeout: 300_000 * Math.max(1, CONTACTS / 100_000) }, async () => {
   const db = t.database.db;
   const { session, teamId } = await signedIn(t.app, db, 'Big team');
   await sql`INSERT INTO contacts (team_id, email, first_name, tags, sent_count, opens_count, created_at)
@@ -45,6 +46,10 @@ test(`every page under ${LIMIT_MS} ms with ${CONTACTS} contacts`, { timeout: 300
             SELECT team_id, campaign_id, contact_id, 'skip', 'cooldown', now() FROM email_send_log WHERE team_id = ${teamId}`.execute(db);
   await sql`INSERT INTO mail_accounts (team_id, host, port, security, from_email)
             SELECT ${teamId}::uuid, 'smtp.example.com', 587, 'starttls', 'sender' || i || '@example.com' FROM generate_series(1, 10) AS i`.execute(db);
+  // The opens of those messages, a third by bots, as tracking counts them (the overview reads these).
+  await sql`INSERT INTO tracking_counted (email_send_log_id, team_id, kind, link, is_bot, counted_at)
+            SELECT l.id, l.team_id, 'open', '00000000-0000-0000-0000-000000000000', (row_number() OVER ()) % 3 = 0, l.first_opened_at
+              FROM email_send_log l WHERE l.team_id = ${teamId} AND l.first_opened_at IS NOT NULL`.execute(db);
   // A webhook with 100,000 logged deliveries.
   const hook = await createWebhook(db, webhookSecretBox(testConfig().appSecret), teamId, { url: 'https://hooks.example.com/in', events: ['email.sent'] });
   await sql`INSERT INTO webhook_deliveries (id, team_id, webhook_id, event, payload, status, attempts, created_at)
@@ -57,6 +62,8 @@ test(`every page under ${LIMIT_MS} ms with ${CONTACTS} contacts`, { timeout: 300
   const template = await db.selectFrom('templates').select('id').where('team_id', '=', teamId).limit(1).executeTakeFirstOrThrow();
   const campaign = await db.selectFrom('campaigns').select('id').where('team_id', '=', teamId).orderBy('created_at').limit(1).executeTakeFirstOrThrow();
   const pages = [
+    '/',
+    '/settings/team',
     '/campaigns',
     `/campaigns?before=${campaign.id}`,
     '/contacts',

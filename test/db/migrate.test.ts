@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pg from 'pg';
-import { listMigrations, migrate, MigrationChecksumError } from '../../src/db/migrate.ts';
+import { COMMENT_ONLY_EDITS, listMigrations, migrate, MigrationChecksumError } from '../../src/db/migrate.ts';
 import { createPool } from '../../src/db/pool.ts';
 import { baseUrl } from '../helpers.ts';
 
@@ -129,6 +129,34 @@ test('a database migrated before checksums existed gets them backfilled, then ch
     assert.equal(rows[0].checksum, listMigrations(dir)[0]!.checksum);
     writeFileSync(join(dir, '0001_first.sql'), 'CREATE TABLE first (id int, x int);');
     await assert.rejects(migrate(pool, dir), /0001_first\.sql was changed after it was applied/);
+  } finally {
+    await pool.end();
+    await d.drop();
+  }
+});
+
+test('a database that applied a file before a comment-only edit is accepted, and its checksum moves to the edited file', async () => {
+  const d = await emptyDatabase();
+  const pool = createPool(d.url, 2);
+  try {
+    await migrate(pool);
+    const now = new Map(listMigrations().map((m) => [m.file, m]));
+    for (const [file, [old]] of Object.entries(COMMENT_ONLY_EDITS)) {
+      const m = now.get(file);
+      assert.ok(m, `${file} exists`);
+      assert.notEqual(old, m.checksum);
+      await pool.query('UPDATE schema_migrations SET checksum = $2 WHERE version = $1', [m.version, old]);
+    }
+    // Another checksum than the listed old one is still refused.
+    await pool.query("UPDATE schema_migrations SET checksum = repeat('0', 64) WHERE version = 1");
+    await assert.rejects(migrate(pool), MigrationChecksumError);
+    await pool.query('UPDATE schema_migrations SET checksum = $1 WHERE version = 1', [listMigrations()[0]!.checksum]);
+    assert.deepEqual(await migrate(pool), []);
+    const { rows } = await pool.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations');
+    for (const file of Object.keys(COMMENT_ONLY_EDITS)) {
+      const m = now.get(file)!;
+      assert.equal(rows.find((r) => r.version === m.version)?.checksum, m.checksum, file);
+    }
   } finally {
     await pool.end();
     await d.drop();

@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { formatHostile, runHostile } from './hostile.ts';
-import { formatStats, operationsOf, runFuzz, TRACKING_OPS, type Stats } from './run.ts';
+import { formatStats, fuzzOperations, operationsOf, runFuzz, TRACKING_OPS, type Stats } from './run.ts';
 import { STALL_LIMIT_MS } from './stall.ts';
 import { createWorld, type World } from './world.ts';
 
@@ -34,6 +34,12 @@ describe('contract fuzz', () => {
     // A floor, not an exact list: new operations are fuzzed without a change here.
     assert.ok(ops.length >= 30, `only ${ops.length} operations in the document`);
     assert.ok(ops.some((o) => o.id === 'POST /public/v1/email/contacts/bulk-upsert'));
+    // The dashboard is not in the document; the fuzz takes it from the route table.
+    const dashboard = fuzzOperations(world.app).filter((o) => !o.path.startsWith('/public/v1/') && !['/healthz', '/readyz'].includes(o.path));
+    assert.ok(dashboard.length >= 25, `only ${dashboard.length} dashboard operations`);
+    for (const id of ['GET /campaigns', 'POST /sign-in', 'GET /webhooks/{id}', 'POST /settings/team', 'GET /']) {
+      assert.ok(dashboard.some((o) => o.id === id), `${id} is not fuzzed`);
+    }
   });
 
   test(`${RUNS} generated requests and concurrent bursts: 2xx, 3xx or 4xx with the error envelope, never 5xx, never a hang`, async (t) => {
@@ -56,7 +62,7 @@ describe('contract fuzz', () => {
   });
 
   test(`hostile input classes: never 5xx, no event-loop stall over ${STALL_LIMIT_MS} ms`, { todo: REPORT_ONLY }, async (t) => {
-    const ops = [...operationsOf(world.app.swagger() as never), ...TRACKING_OPS];
+    const ops = [...fuzzOperations(world.app), ...TRACKING_OPS];
     const perClass = Number(process.env.FUZZ_HOSTILE_RUNS ?? 4);
     const report = await runHostile(world, ops, { perClass, seed: seed ?? Date.now() % 2 ** 31, timeoutMs: 60_000 });
     const text = formatHostile(report);

@@ -1,5 +1,5 @@
-// Contract fuzz requests for the dashboard pages (the operations outside
-// /public/v1 in the OpenAPI document, other than /healthz and /readyz): a
+// Contract fuzz requests for the dashboard pages (the operations of the
+// server's dashboard route table; openapi.json leaves them out): a
 // signed-in session of either team (its cookies and CSRF token), none, or a
 // forged one; path ids as for the API; query strings; form bodies with the
 // fields the pages read, junk values, and odd content types. Kept from ending

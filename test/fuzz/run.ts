@@ -1,7 +1,7 @@
 // The contract fuzz itself: every operation of the OpenAPI document (plus the
 // public tracking routes, which it hides) gets fast-check-generated requests
 // through app.inject. The property: every answer is 2xx, 3xx (tracking
-// redirect) or 4xx, a 4xx from the API is the error envelope of decisions.md §1
+// redirect) or 4xx, a 4xx from the API is the error envelope of docs/api.md
 // with the status its code maps to, nothing is 5xx, nothing takes longer than
 // the timeout, and the app still answers a ping after every batch. Requests go
 // one at a time first, then in concurrent bursts of writes.
@@ -54,6 +54,29 @@ export function operationsOf(doc: { paths: Record<string, Record<string, any>> }
     }
   }
   return ops;
+}
+
+/**
+ * The dashboard's routes, which openapi.json leaves out (it lists the public
+ * API only), from the server's own route table: every page and form the
+ * dashboard registers is fuzzed, new ones included, without a list kept here.
+ */
+export function dashboardOperationsOf(table: { method: string; url: string }[]): Operation[] {
+  const seen = new Set<string>();
+  const ops: Operation[] = [];
+  for (const { method, url } of table) {
+    const path = url.replace(/:([A-Za-z_]\w*)/g, '{$1}');
+    const id = `${method} ${path}`;
+    if (seen.has(id)) continue;
+    seen.add(id);
+    ops.push({ id, method, path, pathParams: [...url.matchAll(/:([A-Za-z_]\w*)/g)].map((m) => m[1]!), query: [] });
+  }
+  return ops;
+}
+
+/** Every operation the fuzz reaches: the OpenAPI document's and the dashboard's (tracking links apart). */
+export function fuzzOperations(app: { swagger(): unknown; dashboardRouteTable: { method: string; url: string }[] }): Operation[] {
+  return [...operationsOf(app.swagger() as never), ...dashboardOperationsOf(app.dashboardRouteTable)];
 }
 
 // The tracking routes are hidden from the document; their shapes are fixed.
@@ -240,7 +263,7 @@ export type FuzzOptions = {
 };
 
 export async function runFuzz(world: World, opts: FuzzOptions): Promise<Stats> {
-  const ops = [...operationsOf(world.app.swagger() as never), ...TRACKING_OPS];
+  const ops = [...fuzzOperations(world.app), ...TRACKING_OPS];
   const live: Live = { created: {} };
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const batch = opts.batch ?? 200;

@@ -1,4 +1,4 @@
-// Bodyless actions (decisions §1): start, stop, enable, disable and resend take
+// Bodyless actions (docs/api.md, "Envelope and errors"): start, stop, enable, disable and resend take
 // no body, and clients send one anyway: axios sends
 // `application/x-www-form-urlencoded` with zero bytes (as the n8n community node
 // does), others `application/json` with zero bytes, `text/plain`, or nothing.

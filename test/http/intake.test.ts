@@ -1,4 +1,4 @@
-// Request intake (decisions §1, §12): no route reads more than its own limit,
+// Request intake (docs/api.md, "Envelope and errors"): no route reads more than its own limit,
 // and none reads or parses a body before it knows the request may be answered.
 // The unread-body cases run over a real socket: the head declares 10 MB, only
 // 64 KiB is ever sent, and the answer must come anyway, fast, with the parser

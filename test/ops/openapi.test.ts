@@ -43,6 +43,23 @@ describe('OpenAPI document', () => {
     }
   });
 
+  test('lists the public API only: no dashboard page, asset or sign-in form', () => {
+    const paths = Object.keys(doc.paths as Record<string, unknown>);
+    const outside = paths.filter((p) => !p.startsWith('/public/v1/') && !['/healthz', '/readyz'].includes(p));
+    assert.deepEqual(outside, []);
+    assert.ok(paths.length >= 30, `only ${paths.length} paths`);
+    // The dashboard still has its routes, in the table the contract fuzz reads.
+    const table = t.app.dashboardRouteTable.map((r) => `${r.method} ${r.url}`);
+    for (const route of ['GET /', 'GET /campaigns', 'POST /sign-in', 'GET /settings/team', 'POST /settings/team', 'GET /favicon.ico']) {
+      assert.ok(table.includes(route), `${route} is not in the dashboard route table`);
+    }
+  });
+
+  test('no description in the document points outside the repository', () => {
+    const text = JSON.stringify(doc);
+    for (const word of [['interface', 'md'].join('.'), 'decisions.md §', ['', 'work', 'shared'].join('/')]) assert.ok(!text.includes(word), word);
+  });
+
   test('the API reference page is served at /docs', async () => {
     const res = await t.app.inject({ url: '/docs/' });
     assert.equal(res.statusCode, 200);

@@ -95,6 +95,41 @@ describe('plover CLI, end to end', () => {
     }
   });
 
+  test('team list shows every team with its keys and users; team rename changes the name recipients read', async () => {
+    const made = JSON.parse((await plover(t.database.url, ['team', 'create', 'Listed Ltd', '--json'])).stdout);
+    const list = await plover(t.database.url, ['team', 'list', '--json']);
+    assert.equal(list.code, 0, list.stderr);
+    const lines = list.stdout.trim().split('\n');
+    assert.equal(lines.length, 1);
+    const row = JSON.parse(lines[0]).teams.find((x: { id: string }) => x.id === made.team_id);
+    assert.deepEqual({ ...row, created_at: typeof row.created_at }, { id: made.team_id, name: 'Listed Ltd', created_at: 'string', api_keys: 1, users: 0 });
+    const text = await plover(t.database.url, ['team', 'list']);
+    assert.match(text.stdout, new RegExp(`${made.team_id}  Listed Ltd  \\(1 live key, 0 users`));
+
+    const renamed = await plover(t.database.url, ['team', 'rename', made.team_id, '  Listed & Co  ', '--json']);
+    assert.equal(renamed.code, 0, renamed.stderr);
+    assert.deepEqual(JSON.parse(renamed.stdout), { team_id: made.team_id, name: 'Listed & Co' });
+    const stored = await t.database.db.selectFrom('teams').select('name').where('id', '=', made.team_id).executeTakeFirstOrThrow();
+    assert.equal(stored.name, 'Listed & Co');
+    assert.match((await plover(t.database.url, ['team', 'rename', made.team_id, 'Plain'])).stdout, /renamed to Plain/);
+  });
+
+  test('team rename: an unknown team is exit 1, a bad id or name exit 2, and nothing changes', async () => {
+    const made = JSON.parse((await plover(t.database.url, ['team', 'create', 'Unchanged', '--json'])).stdout);
+    const missing = await plover(t.database.url, ['team', 'rename', '00000000-0000-4000-8000-000000000000', 'X']);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /no team with id/);
+    const badId = await plover(t.database.url, ['team', 'rename', 'nope', 'X']);
+    assert.equal(badId.code, 2);
+    for (const name of ['   ', 'x'.repeat(201), 'a\nb']) {
+      const r = await plover(t.database.url, ['team', 'rename', made.team_id, name]);
+      assert.equal(r.code, 2, name);
+      assert.match(r.stderr, /the team name must/);
+    }
+    const stored = await t.database.db.selectFrom('teams').select('name').where('id', '=', made.team_id).executeTakeFirstOrThrow();
+    assert.equal(stored.name, 'Unchanged');
+  });
+
   test('--version prints the package version and exits 0; --help exits 0', async () => {
     const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', '..', 'package.json'), 'utf8'));
     const v = await plover(t.database.url, ['--version']);

@@ -1,4 +1,4 @@
--- Outbound webhooks (interface.md 2.8, decisions.md §8).
+-- Outbound webhooks (docs/api.md, "Webhooks").
 CREATE TABLE webhooks (
   id               uuid PRIMARY KEY DEFAULT plover_uuid_v7(),
   team_id          uuid NOT NULL REFERENCES teams (id) ON DELETE CASCADE,

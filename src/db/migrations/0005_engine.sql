@@ -2,7 +2,7 @@
 -- decision per (event, campaign), and the rotation cursors of each campaign send.
 
 -- What the client sent to POST /email/events (or /submit) as `payload`. The
--- event's own `payload` column holds the webhook payload (interface.md 6.3);
+-- event's own `payload` column holds the webhook payload (docs/api.md, "Webhook payloads");
 -- templates read this one as `event.payload`.
 ALTER TABLE events ADD COLUMN input jsonb;
 

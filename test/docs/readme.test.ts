@@ -1,0 +1,30 @@
+// The README's walk-throughs run as written against a fresh server
+// (scripts/readme.ts), so the README cannot drift from the code.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { PROMISES, runWalkthroughs, walkthroughBlocks } from '../../scripts/readme.ts';
+
+const readme = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
+
+test('the walk-throughs are marked, start the server in the background and wait for it, and suit Linux', () => {
+  const blocks = walkthroughBlocks(readme);
+  assert.ok(blocks.length >= 5, `${blocks.length} marked blocks`);
+  assert.match(blocks[0]!, /^npm start > plover\.log 2>&1 &/);
+  assert.match(blocks[0]!, /until curl -sf http:\/\/localhost:3000\/healthz/);
+  assert.ok(blocks[0]!.indexOf('export KEY=') < blocks[0]!.indexOf('x-api-key: $KEY'), 'KEY is exported before it is used');
+  // macOS's `open` is not a Linux command; neither is a placeholder a shell cannot run.
+  for (const b of blocks) {
+    assert.doesNotMatch(b, /^open /m);
+    assert.doesNotMatch(b, /<team-id>|<key-id>|plv_live_\.\.\./);
+  }
+  assert.match(readme, /apt-get install -y chromium/);
+  assert.ok(PROMISES.length >= 6);
+});
+
+test('every marked block runs as written against a fresh server and gives the answers the README promises', { timeout: 900_000 }, async (t) => {
+  const result = await runWalkthroughs({ timeoutMs: 840_000 });
+  t.diagnostic(`${result.blocks} blocks in ${(result.ms / 1000).toFixed(0)} s`);
+  assert.ok(result.ok, `exit ${result.code}; missing: ${result.missing.join('; ') || 'none'}\n${result.output.slice(-6000)}`);
+});
