@@ -23,6 +23,8 @@ import { contactsRoutes } from './contacts/routes.ts';
 import { dashboardRoutes } from './dashboard/plugin.ts';
 import { ingestRoutes } from './ingest/routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
+import { dkimRoutes } from './mail/dkim-routes.ts';
+import type { TxtResolver } from './mail/dns-check.ts';
 import { emailsRoutes } from './mail/emails-routes.ts';
 import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
@@ -41,6 +43,8 @@ export type AppDeps = {
   keyCacheTtlMs?: number;
   /** Resolves webhook and SMTP host names when they are saved; default: the system resolver. */
   resolveHost?: Resolver;
+  /** TXT lookups of the DKIM activation and the DNS check; default: the system's DNS servers. */
+  resolveTxt?: TxtResolver;
 };
 
 declare module 'fastify' {
@@ -157,6 +161,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(contactsRoutes, { prefix: '/email/contacts' });
       await api.register(templatesRoutes, { prefix: '/email/templates' });
       await api.register(mailAccountsRoutes, { prefix: '/email/mail-accounts' });
+      await api.register(dkimRoutes, { prefix: '/email/mail-accounts' });
       await api.register(campaignsRoutes, { prefix: '/email/campaigns' });
       await api.register(webhooksRoutes, { prefix: '/webhooks' });
       await api.register(ingestRoutes, { prefix: '/email/events' });
