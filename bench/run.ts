@@ -38,6 +38,7 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
 // module as opts.text[name] and opts.switches[name].
 const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
   classes: { bench: 'isolation', usage: '--classes <list>       isolation: hostile input classes to run, e.g. a,b,e (default: all, a-h)' },
+  dkim: { bench: 'campaigns', usage: '--dkim <keys>          campaigns: DKIM keys of the mail account: none, rsa, ed25519 or both (default none)' },
 };
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },

@@ -11,6 +11,7 @@ import { toErrorResponse } from '../http/errors.ts';
 import { authRoutes } from './auth-routes.ts';
 import { campaignPages } from './campaign-pages.ts';
 import { contactPages } from './contact-pages.ts';
+import { dkimPages } from './dkim-pages.ts';
 import { emailPages } from './email-pages.ts';
 import { importPages } from './import-pages.ts';
 import { keyPages } from './key-pages.ts';
@@ -83,4 +84,5 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   await app.register(contactPages);
   await app.register(templatePages);
   await app.register(webhookPages);
+  await app.register(dkimPages);
 }
