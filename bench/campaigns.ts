@@ -215,6 +215,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const engineCpu = (await cpu()).minus(cpu0);
   const signatures = ((await (await fetch(`${sink.origin}/count`)).json()) as { signatures: number }).signatures;
   if (signatures !== n * algorithms.length) throw new Error(`--dkim ${dkim}: ${signatures} DKIM signatures at the sink, expected ${n * algorithms.length}`);
+  opts.log(`campaigns: engine sent ${fmt(n, 0)} e-mails in ${fmt(engineS, 2)} s: ${fmt(n / engineS, 0)}/s (DKIM: ${dkim}, ${fmt(signatures, 0)} signatures)`);
   const queryTimes = stopTiming();
   const { rows: outcome } = await sql<{ decisions: number; sends: number; sent: number }>`
     SELECT (SELECT count(*)::int FROM campaign_decisions) AS decisions,
