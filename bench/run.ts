@@ -32,6 +32,7 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   'ping-rate': { bench: 'isolation', usage: '--ping-rate <n>        isolation: the victim\'s GET /ping requests per second, open loop (default 200)' },
   'tx-emails': { bench: 'transactional', usage: '--tx-emails <n>        transactional: submits in the throughput run (default 2000)' },
   'tx-batches': { bench: 'transactional', usage: '--tx-batches <n>       transactional: 500-e-mail batch requests timed (default 5)' },
+  'dkim-messages': { bench: 'dkim-sign', usage: '--dkim-messages <n>    dkim-sign: messages composed per mode and round (default 3000)' },
   claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
 };
 // Options that take text, and switches, of one benchmark only: they reach its

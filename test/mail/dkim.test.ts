@@ -316,6 +316,19 @@ describe('DKIM', () => {
     assert.equal(keys.find((k: any) => k.id === first.id).status, 'active', 'untouched by the other team');
   });
 
+  test('a key that cannot be opened (another installation secret) signs nothing; the message still goes, signed by the others', async () => {
+    const s = await team();
+    const rsa = await publishAndActivate(s.a, s.accountId, await newKey(s.a, s.accountId, { algorithm: 'rsa', selector: 'good' }));
+    const ed = await publishAndActivate(s.a, s.accountId, await newKey(s.a, s.accountId, { algorithm: 'ed25519', selector: 'broken' }));
+    const foreign = new SecretBox('another secret of enough length 0123456789', 'dkim-private-key').seal('-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n');
+    await t.database.db.updateTable('dkim_keys').set({ private_key_enc: foreign }).where('id', '=', ed.id).execute();
+    const msg = await sendOne(s, 'half-signed@example.com');
+    const { results } = await verify(msg.raw);
+    assert.deepEqual(results.map((r) => [r.selector, r.status.result]), [[rsa.selector, 'pass']]);
+    const [log] = await t.database.db.selectFrom('email_send_log').select('status').where('team_id', '=', s.teamId).execute();
+    assert.equal(log!.status, 'sent');
+  });
+
   test('the private key is stored sealed, and opens only with the installation secret', async () => {
     const s = await team();
     const key = await newKey(s.a, s.accountId, { algorithm: 'ed25519', selector: 'sealed' });
