@@ -17,7 +17,7 @@ import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 import { startSmtpSink, type SmtpSink } from '../mail/smtp-sink.ts';
 import { insertSend, testLinks } from '../tracking/fixtures.ts';
 
-export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import';
+export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import' | 'dkimKey';
 export type Ids = Record<IdKind, string[]>;
 /** `key` makes every request (ids.apiKey[0]); ids.apiKey[1] is a spare key, there to be revoked. `session` is a signed-in dashboard user. */
 export type Team = { teamId: string; key: string; ids: Ids; emails: string[]; session: Session };
@@ -33,10 +33,11 @@ export function idKindOf(path: string, param: string): IdKind {
   const rest = p.replace(/^\/public\/v1/, '');
   if (param === 'delivery_id' && api && rest.startsWith('/webhooks/{id}/deliveries/{delivery_id}')) return 'delivery';
   if (param === 'delivery' && !api && rest.startsWith('/webhooks/{id}/deliveries/{delivery}')) return 'delivery';
+  if (param === 'key_id' && /^(\/email)?\/mail-accounts\/\{id\}\/dkim\/\{key_id\}/.test(rest)) return 'dkimKey';
   if (param === 'id') {
     const prefixes: [string, IdKind][] = api
       ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event']]
-      : [['/templates/', 'template'], ['/emails/', 'send'], ['/contacts/import/', 'import'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
+      : [['/templates/', 'template'], ['/emails/', 'send'], ['/mail-accounts/', 'mailAccount'], ['/contacts/import/', 'import'], ['/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/contacts/', 'contact'], ['/developer/api-keys/', 'apiKey']];
     for (const [prefix, kind] of prefixes) if (rest.startsWith(`${prefix}{id}`)) return kind;
   }
   throw new Error(`no id source for path parameter {${param}} of ${path}: add it to idKindOf in test/fuzz/world.ts`);
@@ -74,7 +75,7 @@ async function startReceiver(): Promise<Server> {
 
 async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['db'] }, tag: string, receiverUrl: string, smtp: SmtpSink): Promise<Team> {
   const { teamId, key, keyId } = await makeTeam(world.db, `Fuzz team ${tag}`);
-  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [] };
+  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [], dkimKey: [] };
   // The key in use first; the spare last, where destructive routes (revoke) take their id.
   ids.apiKey.push(keyId, (await createApiKey(world.db, teamId, 'spare key')).info.id);
   const emails = [1, 2, 3].map((i) => `${tag}${i}@example.com`);
@@ -90,6 +91,10 @@ async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['
     host: '127.0.0.1', port: smtp.port, security: 'none', from_email: `news@${tag}.example.com`, username: 'fuzz', password: 'fuzz-pass',
   });
   ids.mailAccount.push(account.mail_account.id);
+  // Three DKIM keys: destructive routes (API and dashboard delete) each take their own.
+  for (let i = 0; i < 3; i++) {
+    ids.dkimKey.push((await call(app, key, 'POST', `/email/mail-accounts/${account.mail_account.id}/dkim`, { algorithm: 'ed25519' })).dkim_key.id);
+  }
   const campaign = await call(app, key, 'POST', '/email/campaigns', {
     name: `${tag} campaign`, template_ids: ids.template, mail_account_ids: ids.mailAccount, events: ['contact.saved', 'lead.created'],
   });
