@@ -61,7 +61,9 @@ export async function dkimPages(app: FastifyInstance): Promise<void> {
   const problem = (err: unknown): string | null => {
     if (!(err instanceof AppError) || err.code === 'NOT_FOUND') return null;
     const detail = err.details?.[0];
-    return detail && detail.field !== 'dns' ? `${detail.field === '(body)' ? '' : `${detail.field} `}${detail.message}.` : `${err.message}.`;
+    if (!detail || detail.field === 'dns') return `${err.message}.`;
+    const text = detail.field === 'selector' ? `selector ${detail.message}` : detail.message;
+    return `${text[0]!.toUpperCase()}${text.slice(1)}.`;
   };
 
   app.get<IdParams>('/mail-accounts/:id/dkim', signedIn, async (request, reply) => show(request, reply, await ownAccount(request)));

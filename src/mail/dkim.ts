@@ -186,31 +186,43 @@ export async function createDkimKey(
   }
   const account = await ownAccount(db, teamId, accountId);
   const domain = domainOf(account.from_email);
-  const { n } = await db.selectFrom('dkim_keys').select((eb) => eb.fn.countAll<string>().as('n')).where('mail_account_id', '=', accountId).executeTakeFirstOrThrow();
-  if (Number(n) >= MAX_DKIM_KEYS_PER_ACCOUNT) {
-    throw validationFailed(
+  const tooMany = () =>
+    validationFailed(
       [{ field: 'algorithm', message: `a mail account has at most ${MAX_DKIM_KEYS_PER_ACCOUNT} DKIM keys: delete a retired or pending one first` }],
       'too many DKIM keys',
     );
-  }
-  const chosen = selector ?? (await defaultSelector(db, teamId, domain, input.algorithm, now));
-  const exists = await db.selectFrom('dkim_keys').select('id').where('team_id', '=', teamId).where('domain', '=', domain).where('selector', '=', chosen).executeTakeFirst();
-  if (exists) throw selectorTaken(chosen, domain);
+  // Checked before the key is made (an RSA key costs CPU), and again under the account's lock.
+  if ((await countKeys(db, accountId)) >= MAX_DKIM_KEYS_PER_ACCOUNT) throw tooMany();
   const pair = await generateDkimKeyPair(input.algorithm);
+  let chosen = selector ?? '';
   try {
-    return await db
-      .insertInto('dkim_keys')
-      .values({
-        team_id: teamId, mail_account_id: accountId, algorithm: input.algorithm, domain, selector: chosen,
-        public_key: pair.publicKey, private_key_enc: keyBox(appSecret).seal(pair.privateKeyPem),
-      })
-      .returning(PUBLIC_COLUMNS)
-      .executeTakeFirstOrThrow();
+    return await db.transaction().execute(async (tx) => {
+      // One create at a time per account, so the cap and the default selector hold under concurrency.
+      await sql`SELECT 1 FROM mail_accounts WHERE id = ${accountId} FOR UPDATE`.execute(tx);
+      if ((await countKeys(tx, accountId)) >= MAX_DKIM_KEYS_PER_ACCOUNT) throw tooMany();
+      chosen = selector ?? (await defaultSelector(tx, teamId, domain, input.algorithm, now));
+      const exists = await tx.selectFrom('dkim_keys').select('id')
+        .where('team_id', '=', teamId).where('domain', '=', domain).where('selector', '=', chosen).executeTakeFirst();
+      if (exists) throw selectorTaken(chosen, domain);
+      return tx
+        .insertInto('dkim_keys')
+        .values({
+          team_id: teamId, mail_account_id: accountId, algorithm: input.algorithm, domain, selector: chosen,
+          public_key: pair.publicKey, private_key_enc: keyBox(appSecret).seal(pair.privateKeyPem),
+        })
+        .returning(PUBLIC_COLUMNS)
+        .executeTakeFirstOrThrow();
+    });
   } catch (err) {
-    // Two requests for the same selector at once: the index decides.
+    // The same selector for the domain from another account of the team at the same moment: the index decides.
     if ((err as { code?: string }).code === '23505') throw selectorTaken(chosen, domain);
     throw err;
   }
+}
+
+async function countKeys(db: Db, accountId: string): Promise<number> {
+  const { n } = await db.selectFrom('dkim_keys').select((eb) => eb.fn.countAll<string>().as('n')).where('mail_account_id', '=', accountId).executeTakeFirstOrThrow();
+  return Number(n);
 }
 
 /** The account's keys, newest first (a 404 for another team's account). */

@@ -40,7 +40,7 @@ describe('DKIM page of a mail account', () => {
     assert.equal((await a.session.post(url, { algorithm: 'dsa' })).statusCode, 422);
     const bad = await a.session.post(url, { algorithm: 'rsa', selector: 'not_valid' });
     assert.equal(bad.statusCode, 422);
-    assert.match(bad.body, /selector must be DNS labels/);
+    assert.match(bad.body, /Selector must be DNS labels/);
     assert.match(bad.body, /value="not_valid"/, 'the form keeps what was typed');
 
     const made = await a.session.post(url, { algorithm: 'rsa', selector: 'dash' });
