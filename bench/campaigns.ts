@@ -1,4 +1,4 @@
-// `npm run bench -- campaigns [--campaign-events <n>] [--duration <s>]`
+// `npm run bench -- campaigns [--campaign-events <n>] [--duration <s>] [--dkim none|rsa|ed25519|both]`
 //
 // The campaign engine end to end: contact.saved events in, e-mails out at an
 // SMTP sink in its own process (bench/servers/smtp-sink.ts, smtp-server on
@@ -36,6 +36,7 @@ import { parseAllowList } from '../src/lib/net-guard.ts';
 import { ingestEvent } from '../src/ingest/ingest.ts';
 import { renderMessage, type RenderedMessage } from '../src/mail/message.ts';
 import { closeTransports } from '../src/mail/send.ts';
+import { activateDkimKey, createDkimKey, type DkimAlgorithm } from '../src/mail/dkim.ts';
 import { transportOptions } from '../src/mail/transport.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { localPostmaster, postgresCpuSeconds } from './lib/cpu.ts';
@@ -117,6 +118,15 @@ export async function run(opts: BenchOptions): Promise<void> {
     INSERT INTO mail_accounts (team_id, host, port, security, from_email, from_name, daily_limit)
     VALUES (${team.id}, '127.0.0.1', ${smtpPort}, 'none', 'news@bench.test', 'Bench News', 1000000) RETURNING id`.execute(db);
   const accountId = accounts[0]!.id;
+  // --dkim: the account signs every message with these keys (activated without a DNS lookup).
+  const dkim = opts.text.dkim ?? 'none';
+  const algorithms: DkimAlgorithm[] = { none: [], rsa: ['rsa'], ed25519: ['ed25519'], both: ['rsa', 'ed25519'] }[dkim] as DkimAlgorithm[] ?? [];
+  if (!['none', 'rsa', 'ed25519', 'both'].includes(dkim)) throw new Error(`--dkim: none, rsa, ed25519 or both, not ${dkim}`);
+  for (const algorithm of algorithms) {
+    const k = await createDkimKey(db, database.appSecret, team.id, accountId, { algorithm });
+    await activateDkimKey(db, team.id, accountId, k.id, { force: true, resolveTxt: async () => [] });
+  }
+  opts.log(`DKIM keys of the account: ${dkim}`);
   const app = await buildApp({ config, pool, db, logger: silent });
   const post = async (url: string, payload: object) => {
     const res = await app.inject({ method: 'POST', url: `/public/v1${url}`, headers: { 'x-api-key': key }, payload });
@@ -203,6 +213,9 @@ export async function run(opts: BenchOptions): Promise<void> {
   await waitForSink(n, 'engine');
   const engineS = (performance.now() - t1) / 1000;
   const engineCpu = (await cpu()).minus(cpu0);
+  const signatures = ((await (await fetch(`${sink.origin}/count`)).json()) as { signatures: number }).signatures;
+  if (signatures !== n * algorithms.length) throw new Error(`--dkim ${dkim}: ${signatures} DKIM signatures at the sink, expected ${n * algorithms.length}`);
+  opts.log(`campaigns: engine sent ${fmt(n, 0)} e-mails in ${fmt(engineS, 2)} s: ${fmt(n / engineS, 0)}/s (DKIM: ${dkim}, ${fmt(signatures, 0)} signatures)`);
   const queryTimes = stopTiming();
   const { rows: outcome } = await sql<{ decisions: number; sends: number; sent: number }>`
     SELECT (SELECT count(*)::int FROM campaign_decisions) AS decisions,
@@ -306,7 +319,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const baselineRate = n / baselineS;
   const ratio = engineRate / baselineRate;
   console.log(`\ncampaigns: ${fmt(n, 0)} contact.saved events, 3 campaigns (one send each), one account, ` +
-    `${config.workerConcurrency} jobs in flight, ${SMTP_POOL} SMTP connections`);
+    `${config.workerConcurrency} jobs in flight, ${SMTP_POOL} SMTP connections, DKIM: ${dkim} (${algorithms.length} signature(s) per engine message, none on the baseline's)`);
   console.log(`(events committed through ingestEvent at ${fmt(n / ingestS, 0)}/s before the clock started; ` +
     `${fmt(o.decisions, 0)} decisions, ${fmt(o.sends, 0)} sends, ${fmt(o.sent, 0)} sent)`);
   console.log(

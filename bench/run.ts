@@ -35,12 +35,14 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   'team-contacts': { bench: 'contacts', usage: '--team-contacts <n>    contacts: contacts of the listed team (default 1000000)' },
   'subject-rows': { bench: 'contacts', usage: '--subject-rows <n>     contacts: messages, events, hits and deliveries of the erased contact (default 100000)' },
   dsns: { bench: 'inbound', usage: '--dsns <n>             inbound: DSNs delivered to the listener per run (default 5000)' },
+  'dkim-messages': { bench: 'dkim-sign', usage: '--dkim-messages <n>    dkim-sign: messages composed per mode and round (default 3000)' },
   claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
 };
 // Options that take text, and switches, of one benchmark only: they reach its
 // module as opts.text[name] and opts.switches[name].
 const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
   classes: { bench: 'isolation', usage: '--classes <list>       isolation: hostile input classes to run, e.g. a,b,e (default: all, a-h)' },
+  dkim: { bench: 'campaigns', usage: '--dkim <keys>          campaigns: DKIM keys of the mail account: none, rsa, ed25519 or both (default none)' },
 };
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },

@@ -24,6 +24,8 @@ import { suppressionsRoutes } from './contacts/suppression-routes.ts';
 import { dashboardNotFoundPage, dashboardRoutes } from './dashboard/plugin.ts';
 import { ingestRoutes } from './ingest/routes.ts';
 import { mailAccountsRoutes } from './mail/accounts-routes.ts';
+import { dkimRoutes } from './mail/dkim-routes.ts';
+import type { TxtResolver } from './mail/dns-check.ts';
 import { emailsRoutes } from './mail/emails-routes.ts';
 import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
@@ -47,6 +49,8 @@ export type AppDeps = {
   resolveHost?: Resolver;
   /** Provider webhooks: SNS certificate fetch and subscription confirmation (tests inject their own), the feedback core. */
   inboundProviders?: Omit<ProviderReceiveOptions, 'registry'>;
+  /** TXT lookups of the DKIM activation and the DNS check; default: the system's DNS servers. */
+  resolveTxt?: TxtResolver;
 };
 
 declare module 'fastify' {
@@ -164,6 +168,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(contactsRoutes, { prefix: '/email/contacts' });
       await api.register(templatesRoutes, { prefix: '/email/templates' });
       await api.register(mailAccountsRoutes, { prefix: '/email/mail-accounts' });
+      await api.register(dkimRoutes, { prefix: '/email/mail-accounts' });
       await api.register(campaignsRoutes, { prefix: '/email/campaigns' });
       await api.register(webhooksRoutes, { prefix: '/webhooks' });
       await api.register(ingestRoutes, { prefix: '/email/events' });

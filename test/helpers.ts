@@ -75,6 +75,11 @@ export const noDns = async (host: string): Promise<string[]> => {
   throw Object.assign(new Error(`${host}: no DNS in tests`), { code: 'ENOTFOUND' });
 };
 
+/** Nor for TXT records (DKIM activation, the DNS check): every name has none unless a test passes its own `resolveTxt`. */
+export const noTxt = async (name: string): Promise<string[][]> => {
+  throw Object.assign(new Error(`${name}: no DNS in tests`), { code: 'ENOTFOUND' });
+};
+
 export type TestApp = { app: FastifyInstance; database: TestDatabase; close(): Promise<void> };
 
 /** Builds the app on a database (a new one unless given). */
@@ -82,7 +87,9 @@ export async function buildTestApp(
   opts: { config?: Partial<Config>; database?: TestDatabase; deps?: Partial<AppDeps>; beforeReady?: (app: FastifyInstance) => void } = {},
 ): Promise<TestApp> {
   const database = opts.database ?? (await createTestDatabase());
-  const app = await buildApp({ config: testConfig(opts.config), pool: database.pool, db: database.db, resolveHost: noDns, ...opts.deps });
+  const app = await buildApp({
+    config: testConfig(opts.config), pool: database.pool, db: database.db, resolveHost: noDns, resolveTxt: noTxt, ...opts.deps,
+  });
   opts.beforeReady?.(app);
   await app.ready();
   return {

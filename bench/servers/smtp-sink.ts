@@ -12,9 +12,12 @@ import { serve } from '../lib/serve.ts';
 export type Arrival = [messageId: string, at: number];
 
 const MESSAGE_ID = /^message-id:[ \t]*<([^>\r\n]+)>/im;
+const DKIM_SIGNATURE = /^dkim-signature:/gim;
 
 await serve(async () => {
   let arrivals: Arrival[] = [];
+  // DKIM-Signature header fields seen (campaigns --dkim checks that every message was signed).
+  let signatures = 0;
   const smtp = new SMTPServer({
     secure: false,
     // Plain and unauthenticated, as nodemailer to a local relay without
@@ -39,6 +42,7 @@ await serve(async () => {
       });
       stream.on('end', () => {
         const id = MESSAGE_ID.exec(head.replace(/\r\n[ \t]+/g, ' '))?.[1] ?? '';
+        signatures += head.match(DKIM_SIGNATURE)?.length ?? 0;
         arrivals.push([id, Date.now()]);
         callback();
       });
@@ -52,10 +56,11 @@ await serve(async () => {
 
   const app = Fastify();
   app.get('/smtp', async () => ({ port: smtpPort }));
-  app.get('/count', async () => ({ count: arrivals.length }));
+  app.get('/count', async () => ({ count: arrivals.length, signatures }));
   app.get('/arrivals', async () => arrivals);
   app.post('/reset', async () => {
     arrivals = [];
+    signatures = 0;
     return { ok: true };
   });
   return {

@@ -1,11 +1,12 @@
 // Transactional e-mails: the team's message log filtered to `source =
-// transactional` (status, recipient, numbered pages) and one message with its
-// timeline, read through the same functions as GET /email/emails and
+// transactional` (status, recipient, numbered pages) and one message of any
+// source (transactional or campaign) with its whole timeline, read through the same functions as GET /email/emails and
 // GET /email/emails/{id}.
 import type { FastifyInstance } from 'fastify';
 import { listEmails, publicStatus } from '../mail/emails-queries.ts';
 import { EMAIL_STATUSES, type EmailStatus } from '../mail/emails-schemas.ts';
 import { emailWithTimeline } from '../mail/emails-timeline.ts';
+import { describeEvent } from './email-timeline-view.ts';
 import { queryField, signedIn, user, UUID_RE } from './forms.ts';
 import { pageNotFound } from './page-error.ts';
 import { render } from './views.ts';
@@ -46,12 +47,8 @@ export async function emailPages(app: FastifyInstance): Promise<void> {
     if (!UUID_RE.test(request.params.id)) throw pageNotFound();
     const found = await emailWithTimeline(db, user(request).teamId, request.params.id);
     if (!found) throw pageNotFound();
-    const events = found.events.map((e) => ({
-      ...e,
-      // The detail as the API shows it, one `key: value` per line, read as text.
-      detail: Object.entries(e.detail).filter(([, v]) => v !== null && v !== undefined)
-        .map(([k, v]) => ({ key: k, value: typeof v === 'string' ? v : JSON.stringify(v) })),
-    }));
+    // Every kind of the timeline, those added after this page included (email-timeline-view.ts).
+    const events = found.events.map(describeEvent);
     return render(request, reply, 'email', { email: { ...found.row, status: publicStatus(found.row.status) }, events });
   });
 }

@@ -11,6 +11,7 @@ import { toErrorResponse } from '../http/errors.ts';
 import { authRoutes } from './auth-routes.ts';
 import { campaignPages } from './campaign-pages.ts';
 import { contactPages } from './contact-pages.ts';
+import { dkimPages } from './dkim-pages.ts';
 import { emailPages } from './email-pages.ts';
 import { homePages } from './home-pages.ts';
 import { importPages } from './import-pages.ts';
@@ -130,4 +131,5 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   await app.register(mailAccountPages);
   await app.register(templatePages);
   await app.register(webhookPages);
+  await app.register(dkimPages);
 }

@@ -1,6 +1,7 @@
 // Row types of our tables, for Kysely. One interface per table.
 import type { ColumnType, Generated } from 'kysely';
 import type { DashboardTables } from './schema-dashboard.ts';
+import type { DkimTables } from './schema-dkim.ts';
 import type { EngineTables } from './schema-engine.ts';
 import type { TrackingTables } from './schema-tracking.ts';
 import type { WebhookTables } from './schema-webhooks.ts';
@@ -28,7 +29,7 @@ export interface ApiKeysTable {
 }
 
 // Feature tables live in their own files (one owner each) and are joined here.
-export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables, InboundTables, InboundProviderTables {
+export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables, InboundTables, InboundProviderTables, DkimTables {
   teams: TeamsTable;
   api_keys: ApiKeysTable;
 }

@@ -29,6 +29,8 @@ import { RenderFailure } from '../templates/pool-run.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
 import { ALL_MAIL_REASONS, emailHmac, SUPPRESSION_REASONS, type SuppressionReason } from '../contacts/suppressions.ts';
 import { transportOptions, type MailSecurity } from './transport.ts';
+import { loadSigningKeys, signaturesFor, type ActiveKey } from './dkim.ts';
+import { DKIM_OPTION, installDkimSigner, type DkimOption } from './dkim-sign.ts';
 
 export { SEND_PRIORITY, TRANSACTIONAL_SEND_PRIORITY, type Outcome } from './send-record.ts';
 export { dailyCap } from './daily-usage.ts';
@@ -57,6 +59,8 @@ type Account = {
   from_email: string; from_name: string | null; updated_at: Date; daily_limit: number; campaign_share_percent: number;
   /** Signed per-message return path; signed Reply-To (inbound/address.ts). */
   verp?: boolean; capture_replies?: boolean;
+  /** Its active DKIM keys (src/mail/dkim.ts): one signature each. */
+  dkim: ActiveKey[];
 };
 
 // Pooled transports per account, rebuilt when the account changes (updated_at),
@@ -70,9 +74,11 @@ function transportFor(db: Db, appSecret: string, teamId: string, account: Accoun
   const cached = transports.get(account.id);
   if (cached && cached.version === version && cached.allow === allow) return cached.transport;
   cached?.transport.then((t) => t.close(), () => {});
-  const transport = getMailAccountPassword(db, appSecret, teamId, account.id).then((password) =>
-    nodemailer.createTransport({ ...transportOptions(account, password, allow), pool: true, maxConnections: SMTP_CONNECTIONS }),
-  );
+  const transport = getMailAccountPassword(db, appSecret, teamId, account.id).then((password) => {
+    const t = nodemailer.createTransport({ ...transportOptions(account, password, allow), pool: true, maxConnections: SMTP_CONNECTIONS });
+    installDkimSigner(t);
+    return t;
+  });
   transports.set(account.id, { version, allow, transport });
   transport.catch(() => transports.get(account.id)?.transport === transport && transports.delete(account.id));
   return transport;
@@ -133,7 +139,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
    * time, a kill leaves only what was really in flight.
    */
   async function sendOne(
-    row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[],
+    row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
   ): Promise<'claimed' | 'unclaimed'> {
     const stop = whyNot(loaded);
     if (stop) return rec.finish({ id: row.id, ...stop });
@@ -177,7 +183,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       let outcome: Outcome;
       try {
         const transport = await transportFor(db, appSecret!, row.team_id, account, allow);
-        const info = await transport.sendMail(message);
+        const dkim: DkimOption = { signatures: signaturesFor(account.dkim, signing.keys, account.from_email), onErrors: signing.onErrors };
+        const info = await transport.sendMail({ ...message, [DKIM_OPTION]: dkim } as typeof message);
         outcome = { kind: 'sent', response: String(info.response ?? '') };
       } catch (err) {
         outcome = classify(err as SmtpError);
@@ -195,7 +202,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
     }
   }
 
-  return async (payload) => {
+  return async (payload, helpers) => {
     // `email_send_log_id` (one id) is the payload older versions enqueued for retries; such jobs may still wait in the queue after an upgrade.
     const legacy = (payload as { email_send_log_id?: string }).email_send_log_id;
     const ids = [...new Set(payload.email_send_log_ids ?? (legacy ? [legacy] : []))];
@@ -209,14 +216,23 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       const rec = new Recorder(db, config);
       const waiting: SendRow[] = [];
       const allowance = new Allowance();
+      const activeKeys: ActiveKey[] = [];
       for (const row of rows) {
         const ctx = contexts.get(row.id);
-        if (!whyNot(ctx)) allowance.want((ctx as Context).account, row.team_id, row.source);
+        if (!whyNot(ctx)) {
+          allowance.want((ctx as Context).account, row.team_id, row.source);
+          activeKeys.push(...(ctx as Context).account.dkim);
+        }
       }
+      // A key that does not open (APP_SECRET changed) signs nothing; the message still goes, unsigned by it.
+      const signing: Signing = {
+        keys: await loadSigningKeys(db, appSecret, activeKeys, (id, err) => helpers.logger.error(`DKIM key ${id} cannot be used for signing: ${String(err)}`)),
+        onErrors: (errors) => helpers.logger.error(`DKIM signing failed: ${errors.map((e) => String((e as { err?: unknown }).err ?? e)).join('; ')}`),
+      };
       let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
       try {
         await allowance.reserve(db);
-        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting)));
+        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing)));
       } finally {
         await allowance.release(db);
       }
@@ -249,6 +265,8 @@ function withInboundAddresses(message: RenderedMessage, account: Account, row: S
   if (account.verp) message.envelope = { from: returnPathAddress(secret, domain, row.id), to: [row.email] };
   if (account.capture_replies) message.replyTo = replyAddress(secret, domain, row.id);
 }
+/** The opened private keys of a batch's active DKIM keys, and where signing errors go. */
+type Signing = { keys: Map<string, string>; onErrors: (errors: unknown[]) => void };
 
 // Per account and process, as many messages in flight as the pool has
 // connections: a row is claimed only when one is free.
@@ -364,7 +382,9 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
              'id', a.id, 'host', a.host, 'port', a.port, 'security', a.security, 'username', a.username,
              'from_email', a.from_email, 'from_name', a.from_name, 'updated_at', a.updated_at, 'status', a.status,
              'daily_limit', a.daily_limit, 'campaign_share_percent', a.campaign_share_percent,
-             'verp', a.verp, 'capture_replies', a.capture_replies) END AS account,
+             'verp', a.verp, 'capture_replies', a.capture_replies,
+             'dkim', coalesce((SELECT jsonb_agg(jsonb_build_object('id', d.id, 'algorithm', d.algorithm, 'domain', d.domain, 'selector', d.selector))
+                                 FROM dkim_keys d WHERE d.mail_account_id = a.id AND d.status = 'active'), '[]'::jsonb)) END AS account,
            CASE WHEN t.id IS NULL THEN NULL ELSE jsonb_build_object(
              'key', t.id || '@' || t.updated_at, 'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content) END AS template,
            s.send_data,

@@ -18,7 +18,7 @@ import { startSmtpSink, type SmtpSink } from '../mail/smtp-sink.ts';
 import { insertSend, testLinks } from '../tracking/fixtures.ts';
 
 /** `suppression` ids are addresses: the suppression list is keyed by e-mail. */
-export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import' | 'suppression' | 'providerWebhook';
+export type IdKind = 'template' | 'mailAccount' | 'campaign' | 'webhook' | 'delivery' | 'event' | 'contact' | 'apiKey' | 'send' | 'import' | 'suppression' | 'providerWebhook' | 'dkimKey';
 export type Ids = Record<IdKind, string[]>;
 /** `key` makes every request (ids.apiKey[0]); ids.apiKey[1] is a spare key, there to be revoked. `session` is a signed-in dashboard user. */
 export type Team = { teamId: string; key: string; ids: Ids; emails: string[]; session: Session };
@@ -35,6 +35,7 @@ export function idKindOf(path: string, param: string): IdKind {
   if (param === 'delivery_id' && api && rest.startsWith('/webhooks/{id}/deliveries/{delivery_id}')) return 'delivery';
   if (param === 'delivery' && !api && rest.startsWith('/webhooks/{id}/deliveries/{delivery}')) return 'delivery';
   if (param === 'email' && api && rest === '/email/suppressions/{email}') return 'suppression';
+  if (param === 'key_id' && /^(\/email)?\/mail-accounts\/\{id\}\/dkim\/\{key_id\}/.test(rest)) return 'dkimKey';
   if (param === 'id') {
     const prefixes: [string, IdKind][] = api
       ? [['/email/emails/', 'send'], ['/email/templates/', 'template'], ['/email/mail-accounts/', 'mailAccount'], ['/email/campaigns/', 'campaign'], ['/webhooks/', 'webhook'], ['/email/events/', 'event'], ['/email/contacts/', 'contact'], ['/email/provider-webhooks/', 'providerWebhook']]
@@ -76,7 +77,7 @@ async function startReceiver(): Promise<Server> {
 
 async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['db'] }, tag: string, receiverUrl: string, smtp: SmtpSink): Promise<Team> {
   const { teamId, key, keyId } = await makeTeam(world.db, `Fuzz team ${tag}`);
-  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [], suppression: [], providerWebhook: [] };
+  const ids: Ids = { template: [], mailAccount: [], campaign: [], webhook: [], delivery: [], event: [], contact: [], apiKey: [], send: [], import: [], suppression: [], providerWebhook: [], dkimKey: [] };
   // The key in use first; the spare last, where destructive routes (revoke) take their id.
   ids.apiKey.push(keyId, (await createApiKey(world.db, teamId, 'spare key')).info.id);
   const emails = [1, 2, 3].map((i) => `${tag}${i}@example.com`);
@@ -99,6 +100,10 @@ async function seedTeam(app: FastifyInstance, world: { db: TestApp['database']['
   for (const provider of ['mailgun', 'postmark']) {
     const hook = await call(app, key, 'POST', '/email/provider-webhooks', provider === 'mailgun' ? { provider, signing_key: `fuzz-${tag}` } : { provider });
     ids.providerWebhook.push(hook.provider_webhook.id);
+  }
+  // Three DKIM keys: destructive routes (API and dashboard delete) each take their own.
+  for (let i = 0; i < 3; i++) {
+    ids.dkimKey.push((await call(app, key, 'POST', `/email/mail-accounts/${account.mail_account.id}/dkim`, { algorithm: 'ed25519' })).dkim_key.id);
   }
   const campaign = await call(app, key, 'POST', '/email/campaigns', {
     name: `${tag} campaign`, template_ids: ids.template, mail_account_ids: ids.mailAccount, events: ['contact.saved', 'lead.created'],

@@ -62,6 +62,10 @@ function bodyFor(route: Route, b: Team, world: World): Record<string, unknown> |
     'POST /public/v1/email/campaigns/:id/submit': { email: b.emails[0], idempotency_key: 'b-cross-team' },
     'PUT /public/v1/email/mail-accounts/:id/imap': { host: '127.0.0.1', port: 143, security: 'none', user: 'b', password: 'changed by team B' },
     'POST /webhooks/:id/edit': { url: world.webhookUrls[0], events: 'email.sent', description: 'changed by team B' },
+    'POST /public/v1/email/mail-accounts/:id/dkim': { algorithm: 'ed25519', selector: 'by-team-b' },
+    'POST /public/v1/email/mail-accounts/:id/dkim/:key_id/activate': { force: true },
+    'POST /mail-accounts/:id/dkim': { algorithm: 'ed25519', selector: 'by-team-b' },
+    'POST /mail-accounts/:id/dkim/:key_id/activate': { force: 'on' },
   };
   if (key in bodies) return bodies[key];
   if (!isApi(route)) return route.method === 'POST' ? {} : undefined; // dashboard actions: the session's CSRF token only
