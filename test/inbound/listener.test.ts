@@ -154,6 +154,11 @@ describe('inbound listener: DSN, ARF and replies through SMTP into the message l
     assert.equal(hook.payload.contact_id, up.json().contact.id);
     assert.equal(hook.payload.feedback_type, 'abuse');
     assert.equal(hook.payload.message_id, messageId);
+    // The message's timeline shows it.
+    const got = await t.app.inject({ method: 'GET', url: `/public/v1/email/emails/${id}`, headers: { 'x-api-key': s.key } });
+    assert.equal(got.statusCode, 200, got.body);
+    const types = got.json().email.events.map((e: any) => e.type);
+    assert.deepEqual(types.slice(-1), ['complained'], JSON.stringify(types));
   });
 
   test('a reply to the signed reply address → email.replied with its text', async () => {
