@@ -10,7 +10,7 @@
 //
 // The message is classified in the untrusted pool (never on this event loop)
 // and applied with applyFeedback. Applications of concurrent sessions are
-// batched (one transaction for up to BATCH_MAX items or BATCH_MS), and a
+// batched (what arrives while a batch is recorded goes into the next), and a
 // session is answered 250 only after its batch committed: a crash never loses
 // a report we acknowledged. A database failure answers 451, so the sending MTA
 // retries later; a message we cannot match or read is accepted and dropped
@@ -31,6 +31,7 @@ type Log = { info(obj: object, msg: string): void; warn(obj: object, msg: string
 
 export type InboundListener = { port: number; close(): Promise<void> };
 
+/** A batch goes at once when this many items wait, else BATCH_MS after its first. */
 const BATCH_MAX = 200;
 /** Wall-clock budget of one message's parse in the pool (a 10 MiB message with a hundred parts takes well under it; a busy machine's threads run at nice 10). */
 const PARSE_BUDGET_MS = 10_000;
@@ -41,12 +42,18 @@ const messagesCounter = (register.getSingleMetric('plover_inbound_messages_total
 const refusedCounter = (register.getSingleMetric('plover_inbound_rcpt_refused_total') as Counter | undefined)
   ?? new Counter({ name: 'plover_inbound_rcpt_refused_total', help: 'RCPT TO refused by the inbound listener (not ours, forged, unknown)', labelNames: ['why'] });
 
-/** Groups the feedback of concurrent sessions into one applyFeedback call; each caller waits for its commit. */
+/**
+ * Groups the feedback of concurrent sessions into one applyFeedback call; each
+ * caller waits for its commit. One batch at a time (batches take their row
+ * locks in order, never against each other): what arrives while a batch is
+ * being recorded waits and goes, all together, into the next one, so batches
+ * grow with the load instead of queueing behind each other.
+ */
 class FeedbackBatcher {
   private items: Feedback[] = [];
   private waiters: { resolve(): void; reject(err: unknown): void }[] = [];
   private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> = Promise.resolve();
+  private busy: Promise<void> | null = null;
   private readonly db: Db;
   private readonly opts: Parameters<typeof applyFeedback>[2];
 
@@ -59,6 +66,7 @@ class FeedbackBatcher {
     return new Promise<void>((resolve, reject) => {
       this.items.push(...items);
       this.waiters.push({ resolve, reject });
+      if (this.busy) return;
       if (this.items.length >= BATCH_MAX) this.flush();
       else this.timer ??= setTimeout(() => this.flush(), BATCH_MS);
     });
@@ -67,25 +75,27 @@ class FeedbackBatcher {
   private flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.busy || this.waiters.length === 0) return;
     const items = this.items;
     const waiters = this.waiters;
     this.items = [];
     this.waiters = [];
-    if (waiters.length === 0) return;
-    // One batch at a time: batches take their row locks in order, never against each other.
-    this.running = this.running.then(async () => {
+    this.busy = (async () => {
       try {
         await applyFeedback(this.db, items, this.opts);
         for (const w of waiters) w.resolve();
       } catch (err) {
         for (const w of waiters) w.reject(err);
       }
+    })().finally(() => {
+      this.busy = null;
+      this.flush();
     });
   }
 
   async close(): Promise<void> {
     this.flush();
-    await this.running;
+    while (this.busy) await this.busy;
   }
 }
 
