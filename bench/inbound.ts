@@ -86,7 +86,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     }
   };
 
-  opts.log(`inbound: ${n} DSNs over ${connections} connections, baseline and listener, twice each`);
+  opts.log(`inbound: ${n} DSNs over ${connections} connections, baseline, listener, listener with pool at nice 0, twice each`);
   const results: Record<Variant, number[]> = { baseline: [], listener: [], 'listener-nice0': [] };
   for (let round = 0; round < 2; round++) {
     for (const variant of ['baseline', 'listener', 'listener-nice0'] as const) {

@@ -125,7 +125,7 @@ describe('applyFeedback', () => {
     const r = await applyFeedback(d.db, [reply('<r1@x>'), reply('<r1@x>'), reply('<r2@x>')]);
     assert.deepEqual(r.outcomes, ['applied', 'duplicate', 'applied']);
     const replied = (await events(teamId)).filter((e) => e.name === 'email.replied');
-    assert.deepEqual(replied.map((e) => e.payload.message_id).sort(), ['r1@x', 'r2@x']);
+    assert.deepEqual(replied.map((e) => String(e.payload.message_id)).sort((a, b) => a.localeCompare(b)), ['r1@x', 'r2@x']);
     assert.equal(replied[0]!.payload.in_reply_to, m.messageId);
   });
 
