@@ -99,7 +99,7 @@ class FeedbackBatcher {
   }
 }
 
-type Session = SMTPServerSession & { inbound?: InboundAddress[] };
+type Session = SMTPServerSession & { inbound?: InboundAddress[]; inboundTeam?: string };
 
 function smtpError(code: number, message: string): Error {
   return Object.assign(new Error(message), { responseCode: code });
@@ -117,9 +117,9 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
   const limits = { maxParts: inbound.maxMimeParts, maxDepth: inbound.maxMimeDepth };
 
   /** Is the message of a signed address still in the log (retention removes it: the address expires with it)? */
-  async function known(id: string): Promise<boolean> {
-    const { rows } = await sql<{ one: number }>`SELECT 1 AS one FROM email_send_log WHERE id = ${id}`.execute(db);
-    return rows.length > 0;
+  async function teamOf(id: string): Promise<string | null> {
+    const { rows } = await sql<{ team_id: string }>`SELECT team_id FROM email_send_log WHERE id = ${id}`.execute(db);
+    return rows[0]?.team_id ?? null;
   }
 
   async function onRcpt(address: string, session: Session): Promise<void> {
@@ -133,9 +133,14 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
       refusedCounter.inc({ why: 'not_ours' });
       throw smtpError(550, '5.1.1 No such recipient here (this server takes mail only for its signed addresses; relaying denied)');
     }
-    if (parsed.type !== 'fbl' && !(await known(parsed.message_id))) {
-      refusedCounter.inc({ why: 'unknown_message' });
-      throw smtpError(550, '5.1.1 No such recipient here (address expired)');
+    if (parsed.type !== 'fbl') {
+      const team = await teamOf(parsed.message_id);
+      if (!team) {
+        refusedCounter.inc({ why: 'unknown_message' });
+        throw smtpError(550, '5.1.1 No such recipient here (address expired)');
+      }
+      // The parse runs on behalf of the message's team (the pool's fair share between teams).
+      session.inboundTeam ??= team;
     }
     list.push(parsed);
   }
@@ -143,7 +148,7 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
   async function onMessage(raw: Buffer, session: Session): Promise<void> {
     const hints = [...new Map((session.inbound ?? []).map((h) => [JSON.stringify(h), h])).values()];
     const input: ClassifyInput = { raw, hints, limits };
-    const results = await pool.run<Classified[]>('classifyInbound', input, PARSE_BUDGET_MS);
+    const results = await pool.run<Classified[]>('classifyInbound', input, PARSE_BUDGET_MS, session.inboundTeam ?? '');
     const items: Feedback[] = [];
     for (const r of results) {
       if (Array.isArray(r)) items.push(...r.map((f) => ({ ...f, source: 'smtp' })));
@@ -167,6 +172,13 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
     logger: false,
     // A reverse DNS lookup per connection would tie each session to the resolver's speed; nothing here uses the name.
     disableReverseLookup: true,
+    // What RCPT learnt belongs to one mail transaction: a connection may carry many (a pooled sender).
+    onMailFrom(_address, session, callback) {
+      const s = session as Session;
+      s.inbound = [];
+      s.inboundTeam = undefined;
+      callback();
+    },
     onRcptTo(address, session, callback) {
       onRcpt(address.address, session as Session).then(() => callback(), (err: Error) => callback(err));
     },
