@@ -7,7 +7,7 @@ import { Type, type Static } from 'typebox';
 import type { Db } from '../db/pool.ts';
 import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { bodyChecker } from '../http/schemas.ts';
-import { hostProblems, HOSTNAME_RE, passwordBox, PUBLIC_COLUMNS, type HostGuard, type MailAccountRow } from './accounts.ts';
+import { hostProblems, HOSTNAME_RE, inboundFieldProblems, passwordBox, PUBLIC_COLUMNS, type HostGuard, type MailAccountRow } from './accounts.ts';
 import { forgetTransport } from './send.ts';
 import { verifySmtpLogin } from './transport.ts';
 
@@ -38,6 +38,8 @@ export const UpdateMailAccountBody = Type.Object(
     verify: Type.Optional(
       Type.Boolean({ description: 'Log in with the updated settings before saving; a failed login is 422 and nothing is saved.' }),
     ),
+    verp: Type.Optional(Type.Boolean({ description: 'As at create: a signed per-message return path. `true` needs INBOUND_DOMAIN (422 otherwise).' })),
+    capture_replies: Type.Optional(Type.Boolean({ description: 'As at create: a signed per-message Reply-To. `true` needs INBOUND_DOMAIN (422 otherwise).' })),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -74,6 +76,7 @@ export async function updateMailAccount(
   id: string,
   input: unknown,
   guard: HostGuard,
+  inbound: { domain?: string } = {},
 ): Promise<MailAccountRow> {
   const patch = checkPatch(input);
   const current = await readAccount(db, teamId, id);
@@ -86,6 +89,7 @@ export async function updateMailAccount(
     details.push({ field: 'host', message: 'must be a hostname or an IP address' });
   }
   if (patch.from_name != null && /[\r\n]/.test(patch.from_name)) details.push({ field: 'from_name', message: 'must be one line' });
+  details.push(...inboundFieldProblems(patch, inbound.domain));
 
   const username = patch.username === undefined ? current.username : patch.username;
   // The stored password stays unless the login is removed or a new one is given.
@@ -140,6 +144,8 @@ export async function updateMailAccount(
         ...(patch.daily_limit !== undefined ? { daily_limit: patch.daily_limit } : {}),
         ...(patch.campaign_share_percent !== undefined ? { campaign_share_percent: patch.campaign_share_percent } : {}),
         ...(patch.status !== undefined ? { status: patch.status } : {}),
+        ...(patch.verp !== undefined ? { verp: patch.verp } : {}),
+        ...(patch.capture_replies !== undefined ? { capture_replies: patch.capture_replies } : {}),
         // Also the version of the sending engine's pooled connection (mail/send.ts): it is rebuilt.
         updated_at: sql<Date>`clock_timestamp()`,
       })

@@ -106,7 +106,7 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       rejectInvalidId(request, 'mail account');
-      const row = await updateMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.params.id, request.body, guard);
+      const row = await updateMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.params.id, request.body, guard, app.deps.config.inbound);
       return { ok: true as const, mail_account: toMailAccount(row) };
     },
   );

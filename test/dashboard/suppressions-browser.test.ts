@@ -41,7 +41,7 @@ test('suppressions in Chromium: add, search, remove after confirming, the recipi
   await page.getByLabel('E-mail').fill(me.email);
   await page.getByLabel('Password').fill(PASSWORD);
   await page.getByRole('button', { name: /Sign in/ }).click();
-  await page.waitForURL(`${base}/campaigns`);
+  await page.waitForURL(`${base}/`);
 
   await page.getByRole('link', { name: 'Suppressions' }).click();
   await page.waitForURL(`${base}/suppressions`);

@@ -47,4 +47,30 @@ describe('mail accounts: verp and capture_replies', () => {
     const bad = await create(withDomain, key, { verp: 'yes' });
     assert.equal(bad.statusCode, 422, bad.body);
   });
+
+  const patch = (t: TestApp, key: string, id: string, payload: Record<string, unknown>) =>
+    t.app.inject({ method: 'PATCH', url: `/public/v1/email/mail-accounts/${id}`, headers: { 'x-api-key': key }, payload });
+
+  test('PATCH takes both under the same rule: 422 without INBOUND_DOMAIN (nothing changed), saved and shown with it', async () => {
+    const a = await makeTeam(without.database.db);
+    const made = await create(without, a.key, {});
+    const id = made.json().mail_account.id;
+    const refused = await patch(without, a.key, id, { verp: true, from_name: 'Changed' });
+    assert.equal(refused.statusCode, 422, refused.body);
+    assert.deepEqual(refused.json().error.details.map((d: any) => d.field), ['verp']);
+    const still = await without.database.db.selectFrom('mail_accounts').select(['verp', 'from_name']).where('id', '=', id).executeTakeFirstOrThrow();
+    assert.deepEqual(still, { verp: false, from_name: null });
+    assert.equal((await patch(without, a.key, id, { verp: false })).statusCode, 200);
+
+    const b = await makeTeam(withDomain.database.db);
+    const other = await create(withDomain, b.key, {});
+    const bid = other.json().mail_account.id;
+    const on = await patch(withDomain, b.key, bid, { verp: true, capture_replies: true });
+    assert.equal(on.statusCode, 200, on.body);
+    assert.equal(on.json().mail_account.verp, true);
+    assert.equal(on.json().mail_account.capture_replies, true);
+    const off = await patch(withDomain, b.key, bid, { capture_replies: false });
+    assert.equal(off.json().mail_account.verp, true, 'a field the patch does not name stays');
+    assert.equal(off.json().mail_account.capture_replies, false);
+  });
 });
