@@ -17,8 +17,11 @@ import {
   EraseBody,
   EraseResponse,
   PatchResponse,
+  TimelineQuery,
+  TimelineResponse,
   type ContactPatchBodyT,
 } from './schemas.ts';
+import { contactTimeline } from './timeline.ts';
 import { contactView } from './view.ts';
 
 const tags = ['contacts'];
@@ -110,6 +113,43 @@ export const contactManageRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const found = await findContactById(db, request.auth!.teamId, request.params.id);
       if (!found) throw notFound('contact');
       return { ok: true as const, contact: contactView(found) as never };
+    },
+  );
+
+  app.get(
+    '/:id/timeline',
+    {
+      attachValidation: true,
+      schema: {
+        tags,
+        summary: "A contact's timeline",
+        description:
+          'Everything that happened to the contact, newest first (`order=asc`: oldest first): saves, unsubscribes, ingested events ' +
+          '(leads, sales, custom), each campaign decision with its reason, each message (queued or suppressed, sent, deferred, ' +
+          'bounced, delivered, complained, replied, failed, cancelled), every open and click with its bot verdict and signals, ' +
+          'its suppression and the webhook deliveries of its events. Items are `{at, type, detail}`; the types and their details ' +
+          'are listed in docs/decisions.md ("Contact timeline"). Pages by cursor: pass `meta.next_cursor` back as `cursor` ' +
+          '(null on the last page); `per_page` 1..100, default 20.',
+        params: ContactIdParams,
+        querystring: TimelineQuery,
+        response: withErrors({ 200: TimelineResponse }, [404]),
+      },
+    },
+    async (request) => {
+      // A malformed id is a 404; any other validation error (per_page, order, cursor) stands as a 422.
+      rejectInvalidId(request, 'contact');
+      const q = request.query;
+      const teamId = request.auth!.teamId;
+      const contact = await findContactById(db, teamId, request.params.id);
+      if (!contact) throw notFound('contact');
+      const perPage = q.per_page ?? 20;
+      const order = q.order ?? 'desc';
+      const page = await contactTimeline(db, teamId, contact, { perPage, order, cursor: q.cursor });
+      return {
+        ok: true as const,
+        timeline: page.items,
+        meta: { current_page: String(page.page), per_page: perPage, order, next_cursor: page.nextCursor },
+      };
     },
   );
 

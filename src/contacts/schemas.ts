@@ -144,3 +144,28 @@ export const EraseResponse = Type.Object({
     { description: 'Rows removed or scrubbed of the address, per kind. Messages are kept, anonymised, so counts stay.' },
   ),
 });
+
+/** GET /email/contacts/{id}/timeline: keyset pages (a cursor, not page numbers; see docs/decisions.md "Contact timeline"). */
+export const TimelineQuery = Type.Object(
+  {
+    per_page: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+    order: Type.Optional(Type.Union([Type.Literal('desc'), Type.Literal('asc')], { default: 'desc', description: 'Newest first (`desc`, the default) or oldest first.' })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The `meta.next_cursor` of the previous page; absent for the first page.' })),
+  },
+  { additionalProperties: true },
+);
+
+export const TimelineResponse = Type.Object({
+  ok: Type.Literal(true),
+  timeline: Type.Array(Type.Object({
+    at: Type.String({ format: 'date-time' }),
+    type: Type.String(),
+    detail: Type.Object({}, { additionalProperties: true }),
+  })),
+  meta: Type.Object({
+    current_page: Type.String(),
+    per_page: Type.Integer(),
+    order: Type.String(),
+    next_cursor: StringOrNull,
+  }),
+});

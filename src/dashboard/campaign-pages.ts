@@ -17,6 +17,7 @@ import { listMailAccounts } from '../mail/accounts.ts';
 import { publicStatus } from '../mail/emails-queries.ts';
 import { listTemplates } from '../templates/queries.ts';
 import { fieldList, numberField, queryField, rawField, schemaDetails, signedIn, signedInPost, user, UUID_RE, validationDetails } from './forms.ts';
+import { reasonInWords } from './decision-reasons.ts';
 import { pageNotFound } from './page-error.ts';
 import {
   CAMPAIGN_ROWS_PER_PAGE,
@@ -39,20 +40,6 @@ const MESSAGES: Record<string, string> = {
   no_send: 'The campaign has no send to start or stop.',
   created: 'Campaign created: it sends on its events from now on.',
   saved: 'Campaign saved: the next events are decided with these settings.',
-};
-
-/** Why a decision sent nothing, in words (the API's `reason`). */
-const REASONS: Record<string, string> = {
-  paused: 'the campaign was stopped',
-  unsubscribed: 'the contact is unsubscribed',
-  bounced: 'the contact’s address bounced',
-  complained: 'the contact complained (marked a message as spam)',
-  segment_mismatch: 'the contact is outside the campaign’s segment',
-  cooldown: 'the contact got this campaign within the cooldown',
-  daily_cap: 'the contact reached the campaign’s daily cap',
-  no_mail_account: 'no active mail account',
-  account_daily_limit: 'the mail accounts reached their daily limit for campaigns',
-  no_template: 'no active template',
 };
 
 const validateBody = compileBodyValidator(CreateCampaignBody);
@@ -245,7 +232,7 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
     const messages = messageRows.slice(0, CAMPAIGN_ROWS_PER_PAGE).map((m) => ({ ...m, status: publicStatus(m.status) }));
     const decisions = decisionRows.slice(0, CAMPAIGN_ROWS_PER_PAGE).map((d) => ({
       ...d,
-      why: d.reason ? (REASONS[d.reason] ?? d.reason) : null,
+      why: reasonInWords(d.reason),
       send_status: d.send_status ? publicStatus(d.send_status) : null,
     }));
     return render(request, reply, 'campaign', {

@@ -3,8 +3,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { Db } from '../db/pool.ts';
 import { CONTACT_FIELDS } from '../contacts/fields.ts';
+import { contactTimeline, type TimelineOrder } from '../contacts/timeline.ts';
+import { AppError } from '../lib/errors.ts';
+import { describeItem } from './contact-timeline-view.ts';
 import { queryField, signedIn, user, UUID_RE } from './forms.ts';
-import { pageNotFound } from './page-error.ts';
+import { PageError, pageNotFound } from './page-error.ts';
 import { contactPage, CONTACTS_PER_PAGE, findContact } from './queries.ts';
 import { render, when } from './views.ts';
 
@@ -19,6 +22,7 @@ const ACTIVITY = [
 ] as const;
 
 export const CONTACT_MESSAGES = 20;
+export const TIMELINE_PER_PAGE = 25;
 
 /**
  * The contact's latest messages with their counted opens and clicks beside the
@@ -68,5 +72,30 @@ export async function contactPages(app: FastifyInstance): Promise<void> {
     const activity = ACTIVITY.map(([label, count, last]) => ({ label, count: row[count], last: row[last] }));
     const messages = await contactMessages(db, user(request).teamId, contact.id);
     return render(request, reply, 'contact', { contact, fields, activity, messages });
+  });
+
+  // The contact's timeline: the API's pages (contacts/timeline.ts), newest
+  // first or oldest first, each item in words.
+  app.get<{ Params: { id: string } }>('/contacts/:id/timeline', signedIn, async (request, reply) => {
+    if (!UUID_RE.test(request.params.id)) throw pageNotFound();
+    const teamId = user(request).teamId;
+    const contact = await findContact(db, teamId, request.params.id);
+    if (!contact) throw pageNotFound();
+    const order: TimelineOrder = queryField(request.query, 'order', 4) === 'asc' ? 'asc' : 'desc';
+    const after = queryField(request.query, 'after', 200);
+    let page;
+    try {
+      page = await contactTimeline(db, teamId, contact, { perPage: TIMELINE_PER_PAGE, order, cursor: after || undefined });
+    } catch (err) {
+      if (err instanceof AppError) throw new PageError(400, 'This page link is broken: start again from the first page of the timeline.');
+      throw err;
+    }
+    return render(request, reply, 'contact-timeline', {
+      contact,
+      order,
+      items: page.items.map(describeItem),
+      paged: !!after,
+      next: page.nextCursor,
+    });
   });
 }

@@ -30,6 +30,8 @@ export interface WebhookDeliveriesTable {
   team_id: string;
   webhook_id: string;
   event_id: string | null;
+  /** The contact of its event, for the contact timeline (0023). */
+  contact_id: Generated<string | null>;
   event: string;
   payload: Json<Record<string, unknown>> | null;
   status: Generated<'pending' | 'success' | 'failed'>;

@@ -88,14 +88,14 @@ export async function enqueueDeliveries(db: Db | Transaction<Database>, events: 
   // is delivered at the statement's commit, after the rows are visible.
   const { rows } = await sql<{ n: number; parked_hooks: string[] | null }>`
     WITH ev AS (
-      SELECT e.id AS event_id, e.team_id,
+      SELECT e.id AS event_id, e.team_id, e.contact_id,
              CASE WHEN e.name LIKE 'email.%' OR e.name LIKE 'webhook.%' THEN e.name ELSE 'email.' || e.name END AS hook_event,
              CASE WHEN e.name = 'webhook.disabled' THEN (e.payload ->> 'webhook_id')::uuid END AS about_webhook
       FROM events e
       WHERE e.id = ANY(${ids}::uuid[])
     ), ins AS (
-      INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, event, next_attempt_at)
-      SELECT plover_uuid_v7(), ev.team_id, w.id, ev.event_id, ev.hook_event, CASE WHEN w.is_enabled THEN now() END
+      INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, contact_id, event, next_attempt_at)
+      SELECT plover_uuid_v7(), ev.team_id, w.id, ev.event_id, ev.contact_id, ev.hook_event, CASE WHEN w.is_enabled THEN now() END
       FROM ev JOIN webhooks w ON w.team_id = ev.team_id AND ev.hook_event = ANY (w.events)
       -- webhook.disabled goes to the team's other endpoints, not to the failing one.
       WHERE w.id IS DISTINCT FROM ev.about_webhook

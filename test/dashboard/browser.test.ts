@@ -351,6 +351,7 @@ test('at 390 px wide (a phone) no page scrolls sideways: the nav wraps, tables s
     const webhook = await db.selectFrom('webhooks').select('id').where('team_id', '=', team.teamId).executeTakeFirstOrThrow();
     const pages: [string, string][] = [
       ['overview', '/'], ['campaigns', '/campaigns'], ['emails', '/emails'], ['contacts', '/contacts'], ['contact', `/contacts/${contact.id}`],
+      ['contact-timeline', `/contacts/${contact.id}/timeline`],
       ['templates', '/templates'], ['template', `/templates/${templateId}`], ['webhooks', '/webhooks'], ['webhook', `/webhooks/${webhook.id}`],
       ['api-keys', '/developer/api-keys'], ['team-settings', '/settings/team'], ['not-found', '/no/such/page'],
       ['mail-accounts', '/mail-accounts'], ['suppressions', '/suppressions'], ['campaign-new', '/campaigns/new'], ['template-new', '/templates/new'],
