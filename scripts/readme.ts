@@ -1,18 +1,21 @@
 // Runs the README's walk-throughs as written, so the README cannot drift from
 // the code: every ```sh block marked with <!-- readme-walkthrough --> is run,
-// in order, in one `bash -euo pipefail` from the repository root, against a
-// fresh server (an empty DATA_DIR: the embedded database and the first-start
+// in order, in one `bash -euo pipefail` in a fresh clone of the repository
+// (`git clone` of this checkout's committed HEAD into a temporary directory:
+// what is not committed is not there, as for a newcomer), against a fresh server (an empty DATA_DIR: the embedded database and the first-start
 // team, exactly what a newcomer gets). Only two things are swapped, so runs do
 // not collide with a server already on the machine: the API port (3000) and the
 // dev SMTP sink's port (2525), for free ones. Everything listens on 127.0.0.1.
 // The shell's background jobs (the server, the sink) are stopped at the end.
+// The clone reuses this checkout's node_modules (a symlink), so no network is
+// needed and `npm install` is not timed here.
 //
 //   npm run readme [-- --keep]      (--keep: leave the data directory for a look)
 //
 // Exit 0 when every command succeeded and the answers the README promises
 // came; 1 otherwise, with the whole output.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,11 +56,27 @@ function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Clones this checkout's committed HEAD into `dir`/plover (objects shared, not
+ * copied: `--shared`) and links its node_modules; answers the clone's path.
+ */
+export function freshClone(dir: string): string {
+  const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+  const checkout = join(dir, 'plover');
+  const git = (args: string[], cwd?: string) => execFileSync('git', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+  git(['clone', '--quiet', '--shared', '--no-checkout', root, checkout]);
+  git(['-c', 'advice.detachedHead=false', 'checkout', '--quiet', '--detach', head], checkout);
+  symlinkSync(join(root, 'node_modules'), join(checkout, 'node_modules'), 'dir');
+  return checkout;
+}
+
 export type WalkthroughResult = { ok: boolean; code: number | null; output: string; missing: string[]; blocks: number; ms: number };
 
 export async function runWalkthroughs(opts: { keep?: boolean; timeoutMs?: number; log?: (line: string) => void } = {}): Promise<WalkthroughResult> {
   const started = Date.now();
-  const blocks = walkthroughBlocks(readFileSync(join(root, 'README.md'), 'utf8'));
+  const cloneDir = mkdtempSync(join(tmpdir(), 'plover-readme-clone-'));
+  const checkout = freshClone(cloneDir);
+  const blocks = walkthroughBlocks(readFileSync(join(checkout, 'README.md'), 'utf8'));
   if (blocks.length === 0) throw new Error(`no ${MARK} blocks in README.md`);
   const [apiPort, smtpPort] = [await freePort(), await freePort()];
   const dataDir = mkdtempSync(join(tmpdir(), 'plover-readme-'));
@@ -74,7 +93,7 @@ export async function runWalkthroughs(opts: { keep?: boolean; timeoutMs?: number
   // A newcomer's shell: no database, secret, log settings or private targets of a test run.
   for (const name of ['DATABASE_URL', 'APP_SECRET', 'PUBLIC_URL', 'LOG_LEVEL', 'LOG_FORMAT', 'ALLOWED_PRIVATE_TARGETS', 'WEBHOOK_ALLOWED_TARGETS', 'REDIS_URL']) delete env[name];
   // Its own process group, so the walk-through's background jobs can be stopped with it.
-  const child = spawn('bash', ['-c', script], { cwd: root, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('bash', ['-c', script], { cwd: checkout, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const take = (c: Buffer) => {
     output += c.toString();
@@ -104,13 +123,14 @@ export async function runWalkthroughs(opts: { keep?: boolean; timeoutMs?: number
   for (let i = 0; i < 150 && alive(); i++) await sleep(100);
   if (alive()) process.kill(-child.pid!, 'SIGKILL');
   try {
-    output += `\n--- plover.log ---\n${readFileSync(join(root, 'plover.log'), 'utf8')}\n--- smtp.log ---\n${readFileSync(join(root, 'smtp.log'), 'utf8')}`;
+    output += `\n--- plover.log ---\n${readFileSync(join(checkout, 'plover.log'), 'utf8')}\n--- smtp.log ---\n${readFileSync(join(checkout, 'smtp.log'), 'utf8')}`;
   } catch {
     // a block failed before it wrote them
   }
-  rmSync(join(root, 'plover.log'), { force: true });
-  rmSync(join(root, 'smtp.log'), { force: true });
-  if (!opts.keep) rmSync(dataDir, { recursive: true, force: true });
+  if (!opts.keep) {
+    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(cloneDir, { recursive: true, force: true });
+  } else opts.log?.(`### kept ${checkout} and ${dataDir}`);
   const missing = PROMISES.filter(([, re]) => !re.test(output)).map(([what]) => what);
   if (timedOut) missing.unshift(`the walk-throughs did not finish within ${timeoutMs / 1000} s`);
   return { ok: code === 0 && missing.length === 0 && /### done/.test(output), code, output, missing, blocks: blocks.length, ms: Date.now() - started };

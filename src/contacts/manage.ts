@@ -8,7 +8,7 @@ import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { paginate, type PageRequest } from '../lib/paginate.ts';
 import { escapeLike, normalizeEmail } from '../lib/text.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
-import { savedPayload } from './queries.ts';
+import { MIRRORED_STATUS, savedPayload } from './queries.ts';
 import type { ContactPatchBodyT } from './schemas.ts';
 
 export type ContactRow = Selectable<ContactsTable>;
@@ -96,6 +96,7 @@ const PATCH_SQL = `
 UPDATE contacts k SET
   ${CONTACT_FIELDS.map((f) => `${f.name} = ${keptOrNew(f)}`).join(',\n  ')},
   tags = $4::text[],
+  ${MIRRORED_STATUS},
   updated_at = now()
 FROM (SELECT $3::jsonb AS p) i
 WHERE k.team_id = $1::uuid AND k.id = $2::uuid

@@ -4,7 +4,7 @@ import { CompiledQuery, sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type NewEvent } from '../events/emit.ts';
-import { suppress } from './suppressions.ts';
+import { suppress, suppressedStatusSql } from './suppressions.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
 import { validationFailed } from '../lib/errors.ts';
 import type { ContactInputT } from './schemas.ts';
@@ -115,6 +115,12 @@ const MERGED_TAGS = `ARRAY(
         ) u GROUP BY u.t
       ) m ORDER BY m.o)`;
 
+// An active contact whose address is on the suppression list takes the list's
+// status when it is written (contacts.status mirrors the list; a contact made
+// before the entry was mirrored when the entry was added).
+export const MIRRORED_STATUS = `status = CASE WHEN k.status = 'active' THEN COALESCE(${suppressedStatusSql('k.team_id', 'k.email')}, 'active') ELSE k.status END,
+    unsubscribed_at = CASE WHEN k.status = 'active' AND ${suppressedStatusSql('k.team_id', 'k.email')} = 'unsubscribed' THEN now() ELSE k.unsubscribed_at END`;
+
 // Tags of the request the contact does not have yet.
 const ADDED_TAGS = `(SELECT count(*) FROM (SELECT unnest(i.tags) EXCEPT SELECT unnest(k.tags)) n)`;
 
@@ -129,10 +135,10 @@ WITH input AS (
 ),
 ins AS (
   INSERT INTO contacts AS k (team_id, email, ${names.join(', ')}, tags,
-                             is_email_valid, validation_method, validation_reason, validated_at)
+                             is_email_valid, validation_method, validation_reason, validated_at, status, unsubscribed_at)
   SELECT $1::uuid, i.email, ${CONTACT_FIELDS.map(valueOf).join(', ')}, i.tags,
-         true, 'syntax', NULL, now()
-  FROM input i
+         true, 'syntax', NULL, now(), COALESCE(sup.status, 'active'), CASE WHEN sup.status = 'unsubscribed' THEN now() END
+  FROM input i LEFT JOIN LATERAL (SELECT ${suppressedStatusSql('i.team_id', 'i.email')} AS status) sup ON true
   ON CONFLICT (team_id, email) DO NOTHING
   RETURNING ${EVENT_COLUMNS}
 ),
@@ -140,6 +146,7 @@ upd AS (
   UPDATE contacts k SET
     ${CONTACT_FIELDS.map((f) => `${f.name} = ${keptOrNew(f)}`).join(',\n    ')},
     tags = ${MERGED_TAGS},
+    ${MIRRORED_STATUS},
     updated_at = now()
   FROM input i
   WHERE k.team_id = i.team_id AND k.email = i.email

@@ -42,6 +42,21 @@ const CONTACT_STATUS: Partial<Record<SuppressionReason, string>> = {
   unsubscribed: 'unsubscribed', bounced_hard: 'bounced', complained: 'complained',
 };
 
+/**
+ * SQL: the status a contact of (team, email) takes from the suppression list
+ * (NULL: none), for a contact written after its address was listed. The
+ * recipient's own acts and bounces mirror (complained, then bounced, then
+ * unsubscribed, among every reason recorded for the address); manual and
+ * soft-bounce entries leave it active, and an erased address's keyed hash
+ * mirrors nothing (the hash still stops every message). One probe of the
+ * (team_id, email) index per row.
+ */
+export const suppressedStatusSql = (team: string, email: string) => `(
+    SELECT CASE WHEN 'complained' = ANY (s.reasons || s.reason) THEN 'complained'
+                WHEN 'bounced_hard' = ANY (s.reasons || s.reason) THEN 'bounced'
+                WHEN 'unsubscribed' = ANY (s.reasons || s.reason) THEN 'unsubscribed' END
+      FROM suppressions s WHERE s.team_id = ${team} AND s.email = ${email})`;
+
 const strength = (r: string): number => STRENGTH.indexOf(r as SuppressionReason);
 const strongestFirst = (reasons: Iterable<string>): SuppressionReason[] =>
   ([...new Set(reasons)] as SuppressionReason[]).sort((a, b) => strength(b) - strength(a));

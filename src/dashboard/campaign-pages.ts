@@ -7,12 +7,12 @@
 // of PATCH /email/campaigns/{id}: the same rules and the same messages.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createEventCampaign } from '../campaigns/create.ts';
-import { updateCampaign } from '../campaigns/manage.ts';
+import { deleteCampaign, updateCampaign } from '../campaigns/manage.ts';
 import { getCampaign, transitionLatestSend } from '../campaigns/queries.ts';
 import { CreateCampaignBody, TRIGGER_EVENTS, type CampaignValue, type CreateCampaignInput, type SendDataValue } from '../campaigns/schemas.ts';
 import { DEFAULT_COOLDOWN_SECONDS, DEFAULT_DAILY_CAP } from '../campaigns/send-data.ts';
 import { compileBodyValidator } from '../http/schemas.ts';
-import type { ErrorDetail } from '../lib/errors.ts';
+import { AppError, type ErrorDetail } from '../lib/errors.ts';
 import { listMailAccounts } from '../mail/accounts.ts';
 import { publicStatus } from '../mail/emails-queries.ts';
 import { listTemplates } from '../templates/queries.ts';
@@ -40,6 +40,7 @@ const MESSAGES: Record<string, string> = {
   no_send: 'The campaign has no send to start or stop.',
   created: 'Campaign created: it sends on its events from now on.',
   saved: 'Campaign saved: the next events are decided with these settings.',
+  deleted: 'Campaign deleted: it sends nothing more; its messages not yet sent were cancelled.',
 };
 
 const validateBody = compileBodyValidator(CreateCampaignBody);
@@ -270,6 +271,36 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
       return formPage(request, reply, { campaign, form, errors }, 422);
     }
     return reply.redirect(`/campaigns/${campaign.id}?done=saved`, 303);
+  });
+
+  // Delete, with a confirm step: deleteCampaign, as DELETE /email/campaigns/{id}; a refusal (409) is shown on the page.
+  const deletePage = (request: FastifyRequest, reply: FastifyReply, campaign: CampaignValue, problem?: string, status = 200) =>
+    render(request, reply, 'confirm', {
+      title: `Delete the campaign “${campaign.name}”?`,
+      lead: 'It sends nothing more from then on. This cannot be undone.',
+      items: [
+        'its messages not yet sent (queued, or waiting for a retry) are cancelled; one being sent finishes',
+        'the message log keeps the messages it sent, for the counts',
+      ],
+      action: `/campaigns/${campaign.id}/delete`,
+      button: 'Delete campaign',
+      back: `/campaigns/${campaign.id}`,
+      back_label: campaign.name,
+      problem,
+    }, status);
+
+  app.get<IdParams>('/campaigns/:id/delete', signedIn, async (request, reply) => deletePage(request, reply, await findOwn(request)));
+
+  app.post<IdParams>('/campaigns/:id/delete', signedInPost, async (request, reply) => {
+    const campaign = await findOwn(request);
+    try {
+      await deleteCampaign(db, user(request).teamId, campaign.id);
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'NOT_FOUND') throw pageNotFound();
+      if (err instanceof AppError && err.code === 'CONFLICT') return deletePage(request, reply, campaign, err.message, 409);
+      throw err;
+    }
+    return reply.redirect('/campaigns?done=deleted', 303);
   });
 
   for (const action of ['start', 'stop'] as const) {

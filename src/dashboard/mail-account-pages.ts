@@ -4,12 +4,15 @@
 // disable / enable through updateMailAccount (mail/accounts-manage.ts), that of
 // PATCH /email/mail-accounts/{id}: the same schema, the same host and port
 // rules (ALLOWED_PRIVATE_TARGETS), the same SMTP login check, the same messages. The password is never shown or echoed
-// back into a form.
+// back into a form. The form also sets the account's IMAP mailbox (the API's `imap` field; an empty IMAP server
+// removes it), each account links to its DKIM page, and delete (with a confirm step) goes through deleteMailAccount,
+// as DELETE /email/mail-accounts/{id}: its 409 (campaigns still use the account) is shown on the confirm page.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ErrorDetail } from '../lib/errors.ts';
+import { AppError, type ErrorDetail } from '../lib/errors.ts';
+import { imapSettingsByAccount } from '../inbound/imap/settings.ts';
 import { parseAllowList } from '../lib/net-guard.ts';
 import { createMailAccount, findMailAccount, getMailAccountPassword, listMailAccounts, type MailAccountRow } from '../mail/accounts.ts';
-import { updateMailAccount } from '../mail/accounts-manage.ts';
+import { deleteMailAccount, updateMailAccount } from '../mail/accounts-manage.ts';
 import { SmtpVerifyError, verifySmtpLogin } from '../mail/transport.ts';
 import { numberField, queryField, rawField, signedIn, signedInPost, user, UUID_RE, validationDetails } from './forms.ts';
 import { pageNotFound } from './page-error.ts';
@@ -30,7 +33,15 @@ const MESSAGES: Record<string, string> = {
   enabled: 'Mail account enabled.',
   saved: 'Mail account saved: the next message goes out with these settings.',
   saved_verified: 'Mail account saved: the server accepted the connection and the login.',
+  deleted: 'Mail account deleted: its queued messages were cancelled; the message log keeps what it sent.',
 };
+
+const IMAP_SECURITY = [
+  { value: '', label: 'Automatic: TLS on port 993, else STARTTLS' },
+  { value: 'tls', label: 'TLS from the start (port 993)' },
+  { value: 'starttls', label: 'STARTTLS (port 143)' },
+  { value: 'none', label: 'None: plain text (a private network only)' },
+];
 
 /** What the form shows back after a refusal: everything but the password. */
 type Form = Record<string, string | boolean>;
@@ -64,9 +75,24 @@ function readForm(body: unknown): { input: Record<string, unknown>; form: Form }
     daily_limit: text('daily_limit'),
     campaign_share_percent: text('campaign_share_percent'),
     verify,
+    imap_host: text('imap_host'),
+    imap_port: text('imap_port'),
+    imap_security: text('imap_security'),
+    imap_user: text('imap_user'),
+    imap_folder: text('imap_folder'),
   };
+  // The IMAP mailbox: no server, no mailbox; an empty password keeps the saved one (on edit).
+  if (text('imap_host').trim() !== '') {
+    const imap: Record<string, unknown> = { host: text('imap_host').trim(), port: numberField(body, 'imap_port') ?? '', user: text('imap_user').trim() };
+    if (text('imap_security') !== '') imap.security = text('imap_security');
+    if (text('imap_password') !== '') imap.password = text('imap_password');
+    if (text('imap_folder').trim() !== '') imap.folder = text('imap_folder').trim();
+    input.imap = imap;
+  }
   return { input, form };
 }
+
+const NO_IMAP = { imap_host: '', imap_port: '993', imap_security: '', imap_user: '', imap_folder: 'INBOX' };
 
 export async function mailAccountPages(app: FastifyInstance): Promise<void> {
   const { db, config } = app.deps;
@@ -82,21 +108,22 @@ export async function mailAccountPages(app: FastifyInstance): Promise<void> {
 
   async function listPage(request: FastifyRequest, reply: FastifyReply, extra: Record<string, unknown> = {}, status = 200) {
     const { rows, total } = await listMailAccounts(db, user(request).teamId, { page: 1, perPage: 100 });
+    const imap = await imapSettingsByAccount(db, user(request).teamId, rows.map((r) => r.id));
     return render(
       request,
       reply,
       'mail-accounts',
-      { accounts: rows, total, message: MESSAGES[queryField(request.query, 'done', 20)], ...extra },
+      { accounts: rows.map((r) => ({ ...r, imap: imap.get(r.id) ?? null })), total, message: MESSAGES[queryField(request.query, 'done', 20)], ...extra },
       status,
     );
   }
 
-  const formPage = (request: FastifyRequest, reply: FastifyReply, form: Form, errors?: ErrorDetail[], status = 200, account?: MailAccountRow) =>
+  const formPage = (request: FastifyRequest, reply: FastifyReply, form: Form, errors?: ErrorDetail[], status = 200, account?: MailAccountRow & { has_imap: boolean }) =>
     render(
       request,
       reply,
       'mail-account-form',
-      { form, errors, securities: SECURITY, account, action: account ? `/mail-accounts/${account.id}/edit` : '/mail-accounts' },
+      { form, errors, securities: SECURITY, imapSecurities: IMAP_SECURITY, account, action: account ? `/mail-accounts/${account.id}/edit` : '/mail-accounts' },
       status,
     );
 
@@ -110,7 +137,7 @@ export async function mailAccountPages(app: FastifyInstance): Promise<void> {
 
   app.get('/mail-accounts/new', signedIn, async (request, reply) =>
     formPage(request, reply, {
-      host: '', port: '587', security: 'starttls', username: '', from_email: '', from_name: '', daily_limit: '500', campaign_share_percent: '90', verify: true,
+      host: '', port: '587', security: 'starttls', username: '', from_email: '', from_name: '', daily_limit: '500', campaign_share_percent: '90', verify: true, ...NO_IMAP,
     }),
   );
 
@@ -141,11 +168,15 @@ export async function mailAccountPages(app: FastifyInstance): Promise<void> {
 
   app.get<IdParams>('/mail-accounts/:id/edit', signedIn, async (request, reply) => {
     const a = await findOwn(request);
+    const imap = (await imapSettingsByAccount(db, user(request).teamId, [a.id])).get(a.id);
     const form: Form = {
       host: a.host, port: String(a.port), security: a.security, username: a.username ?? '', from_email: a.from_email, from_name: a.from_name ?? '',
       daily_limit: String(a.daily_limit), campaign_share_percent: String(a.campaign_share_percent), verify: true,
+      ...(imap
+        ? { imap_host: imap.host, imap_port: String(imap.port), imap_security: imap.security, imap_user: imap.user, imap_folder: imap.folder }
+        : NO_IMAP),
     };
-    return formPage(request, reply, form, undefined, 200, a);
+    return formPage(request, reply, form, undefined, 200, { ...a, has_imap: imap !== undefined });
   });
 
   // The PATCH the API would get (updateMailAccount, as PATCH /email/mail-accounts/{id}): every field;
@@ -153,17 +184,20 @@ export async function mailAccountPages(app: FastifyInstance): Promise<void> {
   app.post<IdParams>('/mail-accounts/:id/edit', signedInPost, async (request, reply) => {
     const account = await findOwn(request);
     const { input, form } = readForm(request.body);
+    const hadImap = (await imapSettingsByAccount(db, user(request).teamId, [account.id])).has(account.id);
     const patch: Record<string, unknown> = {
       ...input,
       username: input.username ?? null,
       from_name: input.from_name ?? null,
+      // An emptied IMAP server removes the mailbox.
+      ...(input.imap === undefined && hadImap ? { imap: null } : {}),
     };
     try {
       await updateMailAccount(db, appSecret(), user(request).teamId, account.id, patch, guard);
     } catch (err) {
       const details = validationDetails(err);
       if (!details) throw err;
-      return formPage(request, reply, form, details, 422, account);
+      return formPage(request, reply, form, details, 422, { ...account, has_imap: hadImap });
     }
     return reply.redirect(`/mail-accounts?done=${input.verify ? 'saved_verified' : 'saved'}`, 303);
   });
@@ -176,4 +210,34 @@ export async function mailAccountPages(app: FastifyInstance): Promise<void> {
       return reply.redirect(`/mail-accounts?done=${action}d`, 303);
     });
   }
+
+  const deletePage = (request: FastifyRequest, reply: FastifyReply, account: MailAccountRow, problem?: string, status = 200) =>
+    render(request, reply, 'confirm', {
+      title: `Delete the mail account ${account.from_email}?`,
+      lead: 'Nothing is sent through it from then on, and its SMTP password (and IMAP mailbox) are erased. This cannot be undone.',
+      items: [
+        'messages queued for it and not yet being sent are cancelled; one being sent finishes',
+        'the message log keeps the messages it sent',
+        'a campaign that still uses it stops the delete: remove it from the campaign first',
+      ],
+      action: `/mail-accounts/${account.id}/delete`,
+      button: 'Delete mail account',
+      back: '/mail-accounts',
+      back_label: 'Mail accounts',
+      problem,
+    }, status);
+
+  app.get<IdParams>('/mail-accounts/:id/delete', signedIn, async (request, reply) => deletePage(request, reply, await findOwn(request)));
+
+  app.post<IdParams>('/mail-accounts/:id/delete', signedInPost, async (request, reply) => {
+    const account = await findOwn(request);
+    try {
+      await deleteMailAccount(db, user(request).teamId, account.id);
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'NOT_FOUND') throw pageNotFound();
+      if (err instanceof AppError && err.code === 'CONFLICT') return deletePage(request, reply, account, err.message, 409);
+      throw err;
+    }
+    return reply.redirect('/mail-accounts?done=deleted', 303);
+  });
 }

@@ -11,6 +11,7 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
+import { suppressedStatusSql } from '../contacts/suppressions.ts';
 import { claimEvent, emit, enqueueEventProcessing } from '../events/emit.ts';
 import { UUID_RE } from '../http/schemas.ts';
 import { normalizeEmail } from '../lib/text.ts';
@@ -69,8 +70,9 @@ async function ensureContact(tx: Tx, teamId: string, email: string): Promise<Con
   for (let attempt = 0; attempt < 3; attempt++) {
     const { rows } = await sql<ContactRow>`
       WITH ins AS (
-        INSERT INTO contacts (team_id, email, is_email_valid, validation_method, validated_at)
-        VALUES (${teamId}, ${email}, true, 'syntax', now())
+        INSERT INTO contacts (team_id, email, is_email_valid, validation_method, validated_at, status, unsubscribed_at)
+        SELECT ${teamId}, ${email}, true, 'syntax', now(), COALESCE(sup.status, 'active'), CASE WHEN sup.status = 'unsubscribed' THEN now() END
+          FROM (SELECT ${sql.raw(suppressedStatusSql('$1::uuid', '$2::text'))} AS status) sup
         ON CONFLICT (team_id, email) DO NOTHING
         RETURNING id, email, first_name, last_name, phone, foreign_id, country_code, status, created_at, updated_at
       )

@@ -9,6 +9,7 @@ import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/e
 import { bodyChecker } from '../http/schemas.ts';
 import { hostProblems, HOSTNAME_RE, inboundFieldProblems, passwordBox, PUBLIC_COLUMNS, type HostGuard, type MailAccountRow } from './accounts.ts';
 import { forgetTransport } from './send.ts';
+import { checkImapInput, ImapSettingsPatch, writeImapSettings, type ImapValues } from '../inbound/imap/settings.ts';
 import { verifySmtpLogin } from './transport.ts';
 
 const nullable = (schema: Record<string, unknown>, description: string) =>
@@ -40,6 +41,11 @@ export const UpdateMailAccountBody = Type.Object(
     ),
     verp: Type.Optional(Type.Boolean({ description: 'As at create: a signed per-message return path. `true` needs INBOUND_DOMAIN (422 otherwise).' })),
     capture_replies: Type.Optional(Type.Boolean({ description: 'As at create: a signed per-message Reply-To. `true` needs INBOUND_DOMAIN (422 otherwise).' })),
+    imap: Type.Optional(
+      Type.Union([ImapSettingsPatch, Type.Null()], {
+        description: 'Sets or replaces the IMAP mailbox (without `password` the stored one stays); `null` removes it.',
+      }),
+    ),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -106,6 +112,11 @@ export async function updateMailAccount(
     const problems = await hostProblems(account, guard);
     if (problems.length) throw validationFailed(problems, 'the SMTP host is not allowed');
   }
+  let imap: ImapValues | null = null;
+  if (patch.imap) {
+    const stored = await db.selectFrom('mail_account_imap').select('mail_account_id').where('team_id', '=', teamId).where('mail_account_id', '=', id).executeTakeFirst();
+    imap = await checkImapInput(appSecret, patch.imap, guard, stored !== undefined);
+  }
   const box = passwordBox(appSecret);
   const password = patch.password != null ? patch.password : keepsPassword && current.password_enc ? box.open(current.password_enc) : null;
   if (patch.verify) {
@@ -130,6 +141,16 @@ export async function updateMailAccount(
       .forUpdate()
       .executeTakeFirst();
     if (!locked) throw notFound('mail account');
+    if (imap) {
+      // The mailbox may have been removed since the check: without a password there is nothing to keep.
+      if (imap.password_enc === null) {
+        const still = await trx.selectFrom('mail_account_imap').select('mail_account_id').where('team_id', '=', teamId).where('mail_account_id', '=', id).executeTakeFirst();
+        if (!still) throw validationFailed([{ field: 'imap.password', message: 'is required (no password is stored yet)' }]);
+      }
+      await writeImapSettings(trx, teamId, id, imap);
+    } else if (patch.imap === null) {
+      await trx.deleteFrom('mail_account_imap').where('team_id', '=', teamId).where('mail_account_id', '=', id).execute();
+    }
     return trx
       .updateTable('mail_accounts')
       .set({

@@ -6,7 +6,7 @@ import { notFound } from '../lib/errors.ts';
 import { deleteMailAccount, updateMailAccount, UpdateMailAccountBody } from './accounts-manage.ts';
 import { parseAllowList } from '../lib/net-guard.ts';
 import { Ok, PageMeta, pageMeta, pageQuery, rejectInvalidId, UUID_PATTERN, withErrors } from '../http/schemas.ts';
-import { createMailAccount, findMailAccount, listMailAccounts, MailAccount, MailAccountBody, toMailAccount } from './accounts.ts';
+import { createMailAccount, findMailAccount, listMailAccounts, MailAccount, MailAccountBody, mailAccountViews } from './accounts.ts';
 
 // ajv's `uuid` format also takes a `urn:uuid:` prefix, which PostgreSQL refuses.
 const IdParams = Type.Object({
@@ -36,14 +36,17 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'SMTP login is checked first (up to ~10 s per connection phase); a failed login is 422 with a `verify` detail and nothing is saved. ' +
           'The host must be public (or listed in the operator\'s ALLOWED_PRIVATE_TARGETS) and a public host must use port 25, 465, 587 ' +
           'or 2525; a refused host is 422 naming `host` (or `port`). A failed verify says only what failed (could not connect, timed out, ' +
-          'TLS handshake failed, login refused, ...), never what the server answered.',
+          'TLS handshake failed, login refused, ...), never what the server answered. `imap` (host, port, security, user, password, folder) ' +
+          'sets the mailbox polled for bounces, complaints and replies, with the same host rules (public hosts on ports 143 and 993); ' +
+          'it is saved with the account in one transaction, its password encrypted and never returned.',
         body: MailAccountBody,
         response: withErrors({ 201: MailAccountResponse }),
       },
     },
     async (request, reply) => {
       const row = await createMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.body, guard, app.deps.config.inbound);
-      return reply.code(201).send({ ok: true as const, mail_account: toMailAccount(row) });
+      const [view] = await mailAccountViews(app.deps.db, request.auth!.teamId, [row]);
+      return reply.code(201).send({ ok: true as const, mail_account: view! });
     },
   );
 
@@ -62,7 +65,7 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const page = request.query.page ?? 1;
       const perPage = request.query.per_page ?? 20;
       const { rows, total } = await listMailAccounts(app.deps.db, request.auth!.teamId, { page, perPage });
-      return { ok: true as const, mail_accounts: rows.map(toMailAccount), meta: pageMeta(page, perPage, total) };
+      return { ok: true as const, mail_accounts: await mailAccountViews(app.deps.db, request.auth!.teamId, rows), meta: pageMeta(page, perPage, total) };
     },
   );
 
@@ -82,7 +85,8 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       rejectInvalidId(request, 'mail account');
       const row = await findMailAccount(app.deps.db, request.auth!.teamId, request.params.id);
       if (!row) throw notFound('mail account');
-      return { ok: true as const, mail_account: toMailAccount(row) };
+      const [view] = await mailAccountViews(app.deps.db, request.auth!.teamId, [row]);
+      return { ok: true as const, mail_account: view! };
     },
   );
 
@@ -98,7 +102,8 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'encrypted again, and `username: null` removes the login with its password. A new host or port must pass the rules of ' +
           "create (public, or listed in the operator's ALLOWED_PRIVATE_TARGETS; public hosts on port 25, 465, 587 or 2525). With " +
           '`verify: true` the login is checked with the updated settings first; a failed check is 422 and nothing changes. The next ' +
-          'message through the account opens a new connection with the new settings.',
+          'message through the account opens a new connection with the new settings. `imap` replaces the IMAP mailbox (leave out its ' +
+          '`password` to keep the stored one) and `imap: null` removes it; it is written in the same transaction as the account.',
         params: IdParams,
         body: UpdateMailAccountBody,
         response: withErrors({ 200: MailAccountResponse }, [404]),
@@ -107,7 +112,8 @@ export const mailAccountsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       rejectInvalidId(request, 'mail account');
       const row = await updateMailAccount(app.deps.db, appSecret(app.deps.config.appSecret), request.auth!.teamId, request.params.id, request.body, guard, app.deps.config.inbound);
-      return { ok: true as const, mail_account: toMailAccount(row) };
+      const [view] = await mailAccountViews(app.deps.db, request.auth!.teamId, [row]);
+      return { ok: true as const, mail_account: view! };
     },
   );
 

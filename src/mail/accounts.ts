@@ -12,6 +12,7 @@ import { SecretBox } from '../lib/secrets.ts';
 import { checkHost, smtpPortRefusal, systemResolver, type AllowList, type Resolver } from '../lib/net-guard.ts';
 import { verifySmtpLogin, type MailSecurity } from './transport.ts';
 import { paginate } from '../lib/paginate.ts';
+import { checkImapInput, ImapSettings, ImapSettingsBody, imapSettingsByAccount, writeImapSettings, type ImapValues } from '../inbound/imap/settings.ts';
 
 // Mail that comes back (docs/decisions.md, "Mail that comes back"): both need the installation's INBOUND_DOMAIN.
 const INBOUND_FIELDS = {
@@ -53,6 +54,11 @@ export const MailAccountBody = Type.Object(
       Type.Boolean({ default: false, description: 'Log in to the server before saving; a failed login is 422 and nothing is saved.' }),
     ),
     ...INBOUND_FIELDS,
+    imap: Type.Optional(
+      Type.Union([ImapSettingsBody, Type.Null()], {
+        description: 'The mailbox where bounces, complaints and replies to this account arrive (polled over IMAP); `null` or absent: none.',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -74,6 +80,7 @@ export const MailAccount = Type.Object(
     status: Type.Enum(['active', 'disabled']),
     verp: Type.Boolean(),
     capture_replies: Type.Boolean(),
+    imap: Type.Union([ImapSettings, Type.Null()], { description: 'The IMAP mailbox polled for bounces (without its password); null when none.' }),
     created_at: DateTime,
     updated_at: DateTime,
   },
@@ -104,8 +111,16 @@ export const PUBLIC_COLUMNS = [
   'verp', 'capture_replies',
 ] as const;
 
-export function toMailAccount(row: MailAccountRow) {
-  return { ...row, email: row.from_email, created_at: row.created_at.toISOString(), updated_at: row.updated_at.toISOString() };
+type ImapView = Awaited<ReturnType<typeof imapSettingsByAccount>> extends Map<string, infer V> ? V : never;
+
+export function toMailAccount(row: MailAccountRow, imap: ImapView | null = null) {
+  return { ...row, imap, email: row.from_email, created_at: row.created_at.toISOString(), updated_at: row.updated_at.toISOString() };
+}
+
+/** The API's mail-account objects, with their IMAP mailboxes read in one query. */
+export async function mailAccountViews(db: Db, teamId: string, rows: MailAccountRow[]) {
+  const imap = await imapSettingsByAccount(db, teamId, rows.map((r) => r.id));
+  return rows.map((r) => toMailAccount(r, imap.get(r.id) ?? null));
 }
 
 // The same rules for every caller (API and CLI): the API's route schema has
@@ -190,6 +205,7 @@ export async function createMailAccount(
   const password = body.password ?? null;
   const problems = await hostProblems(account, guard);
   if (problems.length) throw validationFailed(problems, 'the SMTP host is not allowed');
+  const imap: ImapValues | null = body.imap ? await checkImapInput(appSecret, body.imap, guard) : null;
   if (body.verify) {
     try {
       await verifySmtpLogin(account, password, guard.allow);
@@ -202,7 +218,8 @@ export async function createMailAccount(
       );
     }
   }
-  return db
+  return db.transaction().execute(async (trx) => {
+  const row = await trx
     .insertInto('mail_accounts')
     .values({
       team_id: teamId,
@@ -217,6 +234,9 @@ export async function createMailAccount(
     })
     .returning(PUBLIC_COLUMNS)
     .executeTakeFirstOrThrow();
+  if (imap) await writeImapSettings(trx, teamId, row.id, imap);
+  return row;
+  });
 }
 
 export async function findMailAccount(db: Db, teamId: string, id: string): Promise<MailAccountRow | undefined> {

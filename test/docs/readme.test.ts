@@ -1,10 +1,12 @@
 // The README's walk-throughs run as written against a fresh server
 // (scripts/readme.ts), so the README cannot drift from the code.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { PROMISES, runWalkthroughs, walkthroughBlocks } from '../../scripts/readme.ts';
+import { freshClone, PROMISES, runWalkthroughs, walkthroughBlocks } from '../../scripts/readme.ts';
 
 const readme = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
 
@@ -21,6 +23,26 @@ test('the walk-throughs are marked, start the server in the background and wait 
   }
   assert.match(readme, /apt-get install -y chromium/);
   assert.ok(PROMISES.length >= 6);
+});
+
+test('the walk-throughs run in a fresh clone of the committed HEAD, with this checkout\'s node_modules linked', () => {
+  const root = join(import.meta.dirname, '..', '..');
+  const dir = mkdtempSync(join(tmpdir(), 'plover-clone-test-'));
+  // Not committed: a newcomer's clone does not have it.
+  const stray = join(root, `uncommitted-${process.pid}.txt`);
+  writeFileSync(stray, 'x');
+  try {
+    const checkout = freshClone(dir);
+    const head = (cwd: string) => execFileSync('git', ['rev-parse', 'HEAD'], { cwd, encoding: 'utf8' }).trim();
+    assert.equal(head(checkout), head(root));
+    assert.ok(existsSync(join(checkout, 'README.md')));
+    assert.equal(existsSync(join(checkout, `uncommitted-${process.pid}.txt`)), false);
+    assert.ok(lstatSync(join(checkout, 'node_modules')).isSymbolicLink());
+    assert.ok(existsSync(join(checkout, 'node_modules', '.bin', 'node')));
+  } finally {
+    rmSync(stray, { force: true });
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('every marked block runs as written against a fresh server and gives the answers the README promises', { timeout: 900_000 }, async (t) => {

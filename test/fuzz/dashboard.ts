@@ -49,7 +49,7 @@ function form(csrf: string): fc.Arbitrary<RawBody> {
 }
 
 export function dashboardRequest(world: World, op: Operation): fc.Arbitrary<Req> {
-  const destructive = op.method === 'POST' && /\/(delete|revoke)$/.test(op.path);
+  const destructive = op.method === 'POST' && /\/(delete|revoke|erase)$/.test(op.path);
   return fc.constantFrom(world.a, world.b, null).chain((me) => {
     const other = me === world.b ? world.a : world.b;
     const session = me && op.path !== '/sign-out' ? me.session : null;
@@ -59,7 +59,7 @@ export function dashboardRequest(world: World, op: Operation): fc.Arbitrary<Req>
     const ids = op.pathParams.map((p) => {
       if (p === 'name') return fc.constantFrom('dashboard.css', 'dashboard.js', '..%2Fpackage.json', '%2e%2e', 'nope.js', 'dashboard.css%00.js').map((v) => [p, v] as const);
       const kind = idKindOf(op.path, p);
-      // Revoke and delete never take a seeded row: the run needs its keys and webhooks.
+      // Revoke, delete and erase never take a seeded row: the run needs its keys, webhooks and contacts.
       const own = destructive || !me ? [] : me.ids[kind];
       return pathId(own, other.ids[kind]).map((v) => [p, v] as const);
     });

@@ -40,9 +40,10 @@ describe('mail accounts: create, list, get', () => {
     assert.equal(body.ok, true);
     const acc = body.mail_account;
     assert.deepEqual(Object.keys(acc).sort(), [
-      'campaign_share_percent', 'capture_replies', 'created_at', 'daily_limit', 'email', 'from_email', 'from_name', 'host', 'id', 'port',
+      'campaign_share_percent', 'capture_replies', 'created_at', 'daily_limit', 'email', 'from_email', 'from_name', 'host', 'id', 'imap', 'port',
       'security', 'status', 'team_id', 'updated_at', 'username', 'verp',
     ]);
+    assert.equal(acc.imap, null);
     assert.match(acc.id, UUID);
     assert.equal(acc.team_id, teamId);
     assert.equal(acc.host, 'smtp.example.com');

@@ -107,6 +107,80 @@ export async function imapHostProblems(
   return port_ ? [{ field: 'imap.port', message: port_ }] : [];
 }
 
+/** An `imap` object of a mail-account update: the password may be left out to keep the stored one. */
+export const ImapSettingsPatch = Type.Object(
+  {
+    ...ImapSettingsBody.properties,
+    password: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 1024, description: 'Stored encrypted; never returned. Leave it out to keep the stored password.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ImapSettingsPatchInput = Static<typeof ImapSettingsPatch>;
+
+/** What a checked `imap` object writes (the password sealed, or null: keep the stored one). */
+export type ImapValues = {
+  host: string;
+  port: number;
+  security: 'tls' | 'starttls' | 'none';
+  username: string;
+  password_enc: Buffer | null;
+  folder: string;
+};
+
+/**
+ * Checks an `imap` object (shape checked by the caller) as every poll will:
+ * no NUL, CR or LF in user, password and folder; the host by the address rules
+ * (public, or listed in ALLOWED_PRIVATE_TARGETS; public hosts only on 143 and
+ * 993). Throws 422 naming `imap.<field>`. Writes nothing.
+ */
+export async function checkImapInput(
+  appSecret: string,
+  body: ImapSettingsPatchInput,
+  guard: { allow: AllowList; resolve?: Resolver },
+  hasStoredPassword = false,
+): Promise<ImapValues> {
+  const host = body.host.toLowerCase().replace(/\.$/, '');
+  const details: ErrorDetail[] = (['user', 'password', 'folder'] as const)
+    .filter((f) => ['\u0000', '\r', '\n'].some((c) => (body[f] ?? '').includes(c)))
+    .map((f) => ({ field: `imap.${f}`, message: 'must not contain NUL, CR or LF characters' }));
+  if (body.password === undefined && !hasStoredPassword) details.push({ field: 'imap.password', message: 'is required (no password is stored yet)' });
+  if (details.length) throw validationFailed(details);
+  const problems = await imapHostProblems(host, body.port, guard.allow, guard.resolve);
+  if (problems.length) throw validationFailed(problems, 'the IMAP host is not allowed');
+  return {
+    host,
+    port: body.port,
+    security: body.security ?? (body.port === 993 ? 'tls' : 'starttls'),
+    username: body.user,
+    password_enc: body.password === undefined ? null : imapPasswordBox(appSecret).seal(body.password),
+    folder: body.folder ?? 'INBOX',
+  };
+}
+
+/** Sets or replaces the mailbox of an account (in the caller's transaction); polling starts again at once. */
+export async function writeImapSettings(db: Db, teamId: string, accountId: string, checked: ImapValues): Promise<Row> {
+  const { password_enc, ...rest } = checked;
+  const values = password_enc === null ? rest : { ...rest, password_enc };
+  if (password_enc === null) {
+    // Keeps the stored password: an update of an existing row only.
+    return db
+      .updateTable('mail_account_imap')
+      .set({ ...values, next_poll_at: new Date(), failures: 0, last_error: null, updated_at: new Date() })
+      .where('team_id', '=', teamId)
+      .where('mail_account_id', '=', accountId)
+      .returning(COLUMNS)
+      .executeTakeFirstOrThrow();
+  }
+  return db
+    .insertInto('mail_account_imap')
+    .values({ mail_account_id: accountId, team_id: teamId, ...rest, password_enc, next_poll_at: new Date() })
+    .onConflict((oc) => oc.column('mail_account_id').doUpdateSet({ ...values, next_poll_at: new Date(), failures: 0, last_error: null, updated_at: new Date() }))
+    .returning(COLUMNS)
+    .executeTakeFirstOrThrow();
+}
+
 /** Validates (shape checked by the route), checks the host, then one upsert. 404 for another team's account. */
 export async function saveImapSettings(
   db: Db,
@@ -116,30 +190,27 @@ export async function saveImapSettings(
   body: ImapSettingsInput,
   guard: { allow: AllowList; resolve?: Resolver },
 ): Promise<Row> {
-  const host = body.host.toLowerCase().replace(/\.$/, '');
-  const details: ErrorDetail[] = (['user', 'password', 'folder'] as const)
-    .filter((f) => ['\u0000', '\r', '\n'].some((c) => (body[f] ?? '').includes(c)))
-    .map((f) => ({ field: `imap.${f}`, message: 'must not contain NUL, CR or LF characters' }));
-  if (details.length) throw validationFailed(details);
-  const account = await db.selectFrom('mail_accounts').select('id').where('team_id', '=', teamId).where('id', '=', accountId).executeTakeFirst();
+  const account = await db
+    .selectFrom('mail_accounts').select('id')
+    .where('team_id', '=', teamId).where('id', '=', accountId).where('deleted_at', 'is', null)
+    .executeTakeFirst();
   if (!account) throw notFound('mail account');
-  const problems = await imapHostProblems(host, body.port, guard.allow, guard.resolve);
-  if (problems.length) throw validationFailed(problems, 'the IMAP host is not allowed');
-  const values = {
-    host,
-    port: body.port,
-    security: body.security ?? (body.port === 993 ? 'tls' : 'starttls'),
-    username: body.user,
-    password_enc: imapPasswordBox(appSecret).seal(body.password),
-    folder: body.folder ?? 'INBOX',
-  } as const;
-  return db
-    .insertInto('mail_account_imap')
-    .values({ mail_account_id: accountId, team_id: teamId, ...values, next_poll_at: new Date() })
-    .onConflict((oc) => oc.column('mail_account_id').doUpdateSet({ ...values, next_poll_at: new Date(), failures: 0, last_error: null, updated_at: new Date() }))
-    .returning(COLUMNS)
-    .executeTakeFirstOrThrow();
+  const checked = await checkImapInput(appSecret, body, guard);
+  return writeImapSettings(db, teamId, accountId, checked);
 }
+
+/** The mailboxes of some accounts of a team, in one query (for the mail-account object's `imap`). */
+export async function imapSettingsByAccount(db: Db, teamId: string, accountIds: string[]): Promise<Map<string, ReturnType<typeof toImapSettings>>> {
+  if (accountIds.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('mail_account_imap')
+    .select(['mail_account_id', ...COLUMNS])
+    .where('team_id', '=', teamId)
+    .where('mail_account_id', 'in', accountIds)
+    .execute();
+  return new Map(rows.map((r) => [r.mail_account_id, toImapSettings(r)]));
+}
+
 
 export async function findImapSettings(db: Db, teamId: string, accountId: string): Promise<Row | undefined> {
   return db.selectFrom('mail_account_imap').select(COLUMNS).where('team_id', '=', teamId).where('mail_account_id', '=', accountId).executeTakeFirst();
