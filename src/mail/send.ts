@@ -141,6 +141,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
   async function sendOne(
     row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
   ): Promise<'claimed' | 'unclaimed'> {
+    // A paused broadcast holds its messages back, `queued`: start enqueues them again.
+    if (loaded === 'paused') return 'unclaimed';
     const stop = whyNot(loaded);
     if (stop) return rec.finish({ id: row.id, ...stop });
     const { contact, account, template, sendData, event, campaign, transactional } = loaded as Context;
@@ -391,7 +393,7 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
            CASE WHEN e.id IS NULL THEN NULL ELSE jsonb_build_object(
              'name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload)) END AS event,
            CASE WHEN c.id IS NULL THEN NULL ELSE jsonb_build_object('id', c.id, 'name', c.name) END AS campaign,
-           c.deleted_at IS NOT NULL AS campaign_deleted,
+           c.deleted_at IS NOT NULL AS campaign_deleted, s.status AS send_status, s.campaign_type AS send_type,
            l.source, l.to_name, l.render,
            (SELECT s.reason FROM suppressions s
              WHERE s.team_id = l.team_id AND (s.email = l.email OR s.email_hmac = h.hmac)
@@ -414,6 +416,9 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
     if (!r.contact && !transactional) out.set(r.id, 'cancelled');
     // Deleted after this message was queued (campaigns/manage.ts cancels what it finds; this catches a late decision).
     else if (r.campaign_deleted) out.set(r.id, 'campaign deleted');
+    // Broadcasts only: an event-triggered send's stop halts new decisions, not what is queued.
+    else if (r.send_type === 'broadcast' && r.send_status === 'paused') out.set(r.id, 'paused');
+    else if (r.send_type === 'broadcast' && r.send_status === 'cancelled') out.set(r.id, 'cancelled');
     else if (!r.account) out.set(r.id, 'mail account deleted');
     else if (r.account.status !== 'active') out.set(r.id, 'cancelled');
     else if (!r.template) out.set(r.id, 'template deleted');
