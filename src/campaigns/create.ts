@@ -35,7 +35,7 @@ export async function prepareCampaign(
   const mailAccountIds = body.mail_account_ids.map(canonicalUuid);
   details.push(...duplicateIds(templateIds, 'template_ids'), ...duplicateIds(mailAccountIds, 'mail_account_ids'));
   const broadcast = body.campaign_type === 'broadcast';
-  if (!broadcast && !body.events) details.push({ field: 'events', message: 'is required for an event_triggered campaign' });
+  if (!broadcast && !body.events) details.push({ field: 'events', message: 'is required' });
   if (broadcast && body.events) details.push({ field: 'events', message: 'a broadcast has no trigger events' });
   if (!broadcast && body.broadcast_send) details.push({ field: 'broadcast_send', message: 'only a broadcast takes broadcast_send' });
   const events = broadcast ? [] : normalizeEvents(body.events ?? []);

@@ -22,3 +22,10 @@ CREATE INDEX email_send_log_campaign_send_idx ON email_send_log (campaign_send_i
 
 -- Messages per minute a mail account may hand to its SMTP server (null: no limit).
 ALTER TABLE mail_accounts ADD COLUMN max_per_minute integer CHECK (max_per_minute IS NULL OR max_per_minute > 0);
+
+-- The per-minute count of an account: one row per account, reset when the minute changes.
+CREATE TABLE mail_account_minute_usage (
+  mail_account_id uuid PRIMARY KEY REFERENCES mail_accounts (id) ON DELETE CASCADE,
+  minute          timestamptz NOT NULL,
+  claimed         integer NOT NULL
+);
