@@ -143,6 +143,28 @@ describe('broadcast campaigns', () => {
     assert.equal((await s.a.post(`/email/campaigns/${c.id}/cancel`)).statusCode, 404);
   });
 
+  test("an account's max_per_minute holds the rest back, queued, for the next minute", async () => {
+    const s = await setup(t, sink.port);
+    const patched = await t.app.inject({
+      method: 'PATCH', url: `/public/v1/email/mail-accounts/${s.accountId}`, headers: { 'x-api-key': s.key }, payload: { max_per_minute: 2 },
+    });
+    assert.equal(patched.statusCode, 200, patched.body);
+    assert.equal(patched.json().mail_account.max_per_minute, 2);
+    await contacts(s, 5);
+    const b = await broadcast(s);
+    await drain(t);
+    // The minute may turn during the run: at most 2 a minute, so 2 or 4.
+    const sent = delivered(s).length;
+    assert.ok(sent === 2 || sent === 4, `sent ${sent}`);
+    const log = await sendLog(t, s.teamId);
+    assert.equal(log.filter((l) => l.status === 'queued').length, 5 - sent);
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM graphile_worker._private_jobs WHERE key LIKE 'send-next-minute:%'
+         AND run_at > now()`.execute(t.database.db);
+    assert.ok(rows[0]!.n >= 5 - sent);
+    assert.equal((await get(s, b.id)).send_progress.remaining, 5 - sent);
+  });
+
   test('events are required for event-triggered campaigns only; PATCH moves the schedule while scheduled', async () => {
     const s = await setup(t, sink.port);
     const bad = await s.a.post('/email/campaigns', { name: 'x', template_ids: [s.templateId], mail_account_ids: [s.accountId] });
