@@ -27,7 +27,7 @@ import type { SkipReason } from '../db/schema-engine.ts';
 import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
 import { SEND_BATCH } from '../mail/send.ts';
 import { suppressionsInForce, type SuppressionReason } from '../contacts/suppressions.ts';
-import { matchesSegment } from './segment.ts';
+import { matchesSegment, segmentSql } from './segment.ts';
 import type { SendDataValue } from './schemas.ts';
 
 type Tx = Transaction<Database>;
@@ -80,11 +80,14 @@ export async function buildBroadcastBatch(db: Db, sendId: string, appSecret: str
     const sd = send.send_data;
     const cap = sd.broadcast_send?.send_amount ?? 0;
     const room = cap > 0 ? cap - send.total_recipients : Infinity;
+    const rules = sd.segment_query?.rules ?? [];
+    // The segment runs in the query when it compiles (segment.ts); the rows are tested again below either way.
+    const inSegment = segmentSql(rules) ?? sql<boolean>`true`;
     const { rows: contacts } = room <= 0 ? { rows: [] as ContactRow[] } : await sql<ContactRow>`
       SELECT * FROM contacts
        WHERE team_id = ${send.team_id} AND (${send.list_cursor}::uuid IS NULL OR id > ${send.list_cursor}::uuid)
+         AND ${inSegment}
        ORDER BY id LIMIT ${batch}`.execute(trx);
-    const rules = sd.segment_query?.rules ?? [];
     const matching = contacts.filter((c) => matchesSegment(c, rules));
     const suppressed = await suppressionsInForce(trx, matching.map((c) => ({ team_id: c.team_id, email: c.email })), appSecret);
 
