@@ -19,7 +19,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import { sendPriority } from './send-record.ts';
-import type { JobName } from '../lib/jobs.ts';
+import { JOB_PRIORITY, type JobName } from '../lib/jobs.ts';
 
 export type Source = 'campaign' | 'transactional';
 
@@ -125,6 +125,11 @@ export async function claimForSmtp(
   return rows[0];
 }
 
+// A broadcast's message keeps the broadcast priority when it waits (campaigns/broadcast.ts).
+const BROADCAST_AWARE = sql`CASE WHEN EXISTS (
+    SELECT 1 FROM email_send_log l JOIN campaign_sends s ON s.id = l.campaign_send_id
+     WHERE l.id = x.id AND s.campaign_type = 'broadcast') THEN ${JOB_PRIORITY.broadcast}::int ELSE x.priority END`;
+
 /**
  * Messages over their account's daily limit get a send_email job at the next
  * UTC midnight (one per message: the job key keeps a re-run from adding a
@@ -138,7 +143,7 @@ export async function wakeNextDay(db: Db, rows: { id: string; source: Source }[]
   await sql`
     SELECT graphile_worker.add_job(${sendEmail}, json_build_object('email_send_log_ids', json_build_array(x.id)),
              run_at := date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day',
-             max_attempts := 10, priority := x.priority, job_key := 'send-next-day:' || x.id, job_key_mode := 'preserve_run_at')
+             max_attempts := 10, priority := ${BROADCAST_AWARE}, job_key := 'send-next-day:' || x.id, job_key_mode := 'preserve_run_at')
       FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, priority: sendPriority(r.source) })))}::jsonb)
            AS x (id uuid, priority int)`.execute(db);
 }
@@ -168,7 +173,7 @@ export async function wakeNextMinute(db: Db, rows: { id: string; source: Source 
   await sql`
     SELECT graphile_worker.add_job(${sendEmail}, json_build_object('email_send_log_ids', json_build_array(x.id)),
              run_at := date_trunc('minute', now()) + interval '1 minute',
-             max_attempts := 10, priority := x.priority, job_key := 'send-next-minute:' || x.id, job_key_mode := 'preserve_run_at')
+             max_attempts := 10, priority := ${BROADCAST_AWARE}, job_key := 'send-next-minute:' || x.id, job_key_mode := 'preserve_run_at')
       FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, priority: sendPriority(r.source) })))}::jsonb)
            AS x (id uuid, priority int)`.execute(db);
 }

@@ -140,6 +140,8 @@ describe('broadcast campaigns', () => {
     await drain(t);
     assert.equal(delivered(s2).length, 0);
     assert.equal((await s2.a.post(`/email/campaigns/${c.id}/cancel`)).statusCode, 409);
+    assert.equal((await s2.a.post(`/email/campaigns/${c.id}/start`)).statusCode, 409);
+    assert.equal((await s2.a.post(`/email/campaigns/${c.id}/submit`, { email: `r1@${s2.teamId.slice(-12)}.test` })).statusCode, 409);
     // Another team's broadcast is 404.
     assert.equal((await s.a.post(`/email/campaigns/${c.id}/cancel`)).statusCode, 404);
   });
@@ -159,10 +161,11 @@ describe('broadcast campaigns', () => {
     assert.ok(sent === 2 || sent === 4, `sent ${sent}`);
     const log = await sendLog(t, s.teamId);
     assert.equal(log.filter((l) => l.status === 'queued').length, 5 - sent);
-    const { rows } = await sql<{ n: number }>`
-      SELECT count(*)::int AS n FROM graphile_worker._private_jobs WHERE key LIKE 'send-next-minute:%'
-         AND run_at > now()`.execute(t.database.db);
+    const { rows } = await sql<{ n: number; priorities: number[] }>`
+      SELECT count(*)::int AS n, array_agg(DISTINCT priority) AS priorities FROM graphile_worker._private_jobs
+       WHERE key LIKE 'send-next-minute:%' AND run_at > now()`.execute(t.database.db);
     assert.ok(rows[0]!.n >= 5 - sent);
+    assert.deepEqual(rows[0]!.priorities, [1], 'a waiting broadcast message keeps the broadcast priority');
     assert.equal((await get(s, b.id)).send_progress.remaining, 5 - sent);
   });
 
