@@ -10,10 +10,10 @@ import { SMTPServer } from 'smtp-server';
 import { loadConfig } from '../../src/config.ts';
 import { createDb, createPool } from '../../src/db/pool.ts';
 import { startInboundListener } from '../../src/inbound/listener.ts';
-import { closeUntrustedPool } from '../../src/untrusted/pool.ts';
+import { UntrustedPool } from '../../src/untrusted/pool.ts';
 import { serve } from '../lib/serve.ts';
 
-type Params = { mode: 'listener' | 'baseline'; databaseUrl: string; appSecret: string; domain: string };
+type Params = { mode: 'listener' | 'baseline'; databaseUrl: string; appSecret: string; domain: string; niceIncrement?: number };
 
 await serve<Params>(async (p) => {
   let smtpPort: number;
@@ -25,11 +25,12 @@ await serve<Params>(async (p) => {
     });
     const pool = createPool(p.databaseUrl, 10);
     const db = createDb(pool);
-    const listener = await startInboundListener({ db, config, log: pino({ level: 'warn' }, pino.destination(2)) });
+    const untrusted = new UntrustedPool({ niceIncrement: p.niceIncrement ?? 10 });
+    const listener = await startInboundListener({ db, config, log: pino({ level: 'warn' }, pino.destination(2)), pool: untrusted });
     smtpPort = listener.port;
     close = async () => {
       await listener.close();
-      await closeUntrustedPool();
+      await untrusted.close();
       await db.destroy();
     };
   } else {

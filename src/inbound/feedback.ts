@@ -168,6 +168,7 @@ type Matched = {
   message_id: string | null;
   status: string;
   campaign_send_id: string | null;
+  created_at: Date;
 };
 
 /**
@@ -213,17 +214,17 @@ async function applyTx(tx: Tx, items: Feedback[], opts: FeedbackOptions): Promis
 
   // 1. Match: by id (checked against the stored Message-ID when that is what named it), else by the relay's id.
   const { rows: matched } = await sql<Matched>`
-    SELECT x.i, m.id, m.team_id, m.contact_id, m.email, m.message_id, m.status, m.campaign_send_id
+    SELECT x.i, m.id, m.team_id, m.contact_id, m.email, m.message_id, m.status, m.campaign_send_id, m.created_at
       FROM jsonb_to_recordset(${JSON.stringify(norm)}::jsonb)
         AS x (i int, team_id uuid, log_id uuid, smtp_message_id text, provider_message_id text)
       JOIN LATERAL (
-        (SELECT l.id, l.team_id, l.contact_id, l.email, l.message_id, l.status, l.campaign_send_id
+        (SELECT l.id, l.team_id, l.contact_id, l.email, l.message_id, l.status, l.campaign_send_id, greatest(l.created_at, l.sent_at) AS created_at
            FROM email_send_log l
           WHERE x.log_id IS NOT NULL AND l.id = x.log_id
             AND (x.team_id IS NULL OR l.team_id = x.team_id)
             AND (x.smtp_message_id IS NULL OR lower(l.message_id) = x.smtp_message_id))
         UNION ALL
-        (SELECT l.id, l.team_id, l.contact_id, l.email, l.message_id, l.status, l.campaign_send_id
+        (SELECT l.id, l.team_id, l.contact_id, l.email, l.message_id, l.status, l.campaign_send_id, greatest(l.created_at, l.sent_at) AS created_at
            FROM email_send_log l
           WHERE x.provider_message_id IS NOT NULL AND l.provider_message_id = x.provider_message_id
             AND (x.team_id IS NULL OR l.team_id = x.team_id)
@@ -245,7 +246,9 @@ async function applyTx(tx: Tx, items: Feedback[], opts: FeedbackOptions): Promis
       i: m.i, team_id: m.team_id, email_send_log_id: m.id, contact_id: m.contact_id, email: m.email, kind: n.kind,
       dedup_key: n.dedup_key, source: n.source, status_code: cut(f.status_code ?? null, 40),
       diagnostic: cut(f.diagnostic ?? null, DIAGNOSTIC_MAX), feedback_type: cut(f.feedback_type ?? null, 100),
-      detail: detailOf(f), raw_ref: cut(f.raw_ref ?? null, 500), occurred_at: n.at,
+      // A report dated before its message was sent (a wrong clock) is taken as of the send.
+      detail: detailOf(f), raw_ref: cut(f.raw_ref ?? null, 500),
+      occurred_at: n.at < iso(new Date(m.created_at)) ? iso(new Date(m.created_at)) : n.at,
     };
   });
   const { rows: inserted } = await sql<{ email_send_log_id: string; dedup_key: string }>`

@@ -10,7 +10,7 @@
 //
 // The message is classified in the untrusted pool (never on this event loop)
 // and applied with applyFeedback. Applications of concurrent sessions are
-// batched (one transaction for up to BATCH_MAX items or BATCH_MS), and a
+// batched (what arrives while a batch is recorded goes into the next), and a
 // session is answered 250 only after its batch committed: a crash never loses
 // a report we acknowledged. A database failure answers 451, so the sending MTA
 // retries later; a message we cannot match or read is accepted and dropped
@@ -31,6 +31,7 @@ type Log = { info(obj: object, msg: string): void; warn(obj: object, msg: string
 
 export type InboundListener = { port: number; close(): Promise<void> };
 
+/** A batch goes at once when this many items wait, else BATCH_MS after its first. */
 const BATCH_MAX = 200;
 /** Wall-clock budget of one message's parse in the pool (a 10 MiB message with a hundred parts takes well under it; a busy machine's threads run at nice 10). */
 const PARSE_BUDGET_MS = 10_000;
@@ -41,12 +42,18 @@ const messagesCounter = (register.getSingleMetric('plover_inbound_messages_total
 const refusedCounter = (register.getSingleMetric('plover_inbound_rcpt_refused_total') as Counter | undefined)
   ?? new Counter({ name: 'plover_inbound_rcpt_refused_total', help: 'RCPT TO refused by the inbound listener (not ours, forged, unknown)', labelNames: ['why'] });
 
-/** Groups the feedback of concurrent sessions into one applyFeedback call; each caller waits for its commit. */
+/**
+ * Groups the feedback of concurrent sessions into one applyFeedback call; each
+ * caller waits for its commit. One batch at a time (batches take their row
+ * locks in order, never against each other): what arrives while a batch is
+ * being recorded waits and goes, all together, into the next one, so batches
+ * grow with the load instead of queueing behind each other.
+ */
 class FeedbackBatcher {
   private items: Feedback[] = [];
   private waiters: { resolve(): void; reject(err: unknown): void }[] = [];
   private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> = Promise.resolve();
+  private busy: Promise<void> | null = null;
   private readonly db: Db;
   private readonly opts: Parameters<typeof applyFeedback>[2];
 
@@ -59,6 +66,7 @@ class FeedbackBatcher {
     return new Promise<void>((resolve, reject) => {
       this.items.push(...items);
       this.waiters.push({ resolve, reject });
+      if (this.busy) return;
       if (this.items.length >= BATCH_MAX) this.flush();
       else this.timer ??= setTimeout(() => this.flush(), BATCH_MS);
     });
@@ -67,29 +75,31 @@ class FeedbackBatcher {
   private flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    if (this.busy || this.waiters.length === 0) return;
     const items = this.items;
     const waiters = this.waiters;
     this.items = [];
     this.waiters = [];
-    if (waiters.length === 0) return;
-    // One batch at a time: batches take their row locks in order, never against each other.
-    this.running = this.running.then(async () => {
+    this.busy = (async () => {
       try {
         await applyFeedback(this.db, items, this.opts);
         for (const w of waiters) w.resolve();
       } catch (err) {
         for (const w of waiters) w.reject(err);
       }
+    })().finally(() => {
+      this.busy = null;
+      this.flush();
     });
   }
 
   async close(): Promise<void> {
     this.flush();
-    await this.running;
+    while (this.busy) await this.busy;
   }
 }
 
-type Session = SMTPServerSession & { inbound?: InboundAddress[] };
+type Session = SMTPServerSession & { inbound?: InboundAddress[]; inboundTeam?: string };
 
 function smtpError(code: number, message: string): Error {
   return Object.assign(new Error(message), { responseCode: code });
@@ -107,9 +117,9 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
   const limits = { maxParts: inbound.maxMimeParts, maxDepth: inbound.maxMimeDepth };
 
   /** Is the message of a signed address still in the log (retention removes it: the address expires with it)? */
-  async function known(id: string): Promise<boolean> {
-    const { rows } = await sql<{ one: number }>`SELECT 1 AS one FROM email_send_log WHERE id = ${id}`.execute(db);
-    return rows.length > 0;
+  async function teamOf(id: string): Promise<string | null> {
+    const { rows } = await sql<{ team_id: string }>`SELECT team_id FROM email_send_log WHERE id = ${id}`.execute(db);
+    return rows[0]?.team_id ?? null;
   }
 
   async function onRcpt(address: string, session: Session): Promise<void> {
@@ -123,9 +133,14 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
       refusedCounter.inc({ why: 'not_ours' });
       throw smtpError(550, '5.1.1 No such recipient here (this server takes mail only for its signed addresses; relaying denied)');
     }
-    if (parsed.type !== 'fbl' && !(await known(parsed.message_id))) {
-      refusedCounter.inc({ why: 'unknown_message' });
-      throw smtpError(550, '5.1.1 No such recipient here (address expired)');
+    if (parsed.type !== 'fbl') {
+      const team = await teamOf(parsed.message_id);
+      if (!team) {
+        refusedCounter.inc({ why: 'unknown_message' });
+        throw smtpError(550, '5.1.1 No such recipient here (address expired)');
+      }
+      // The parse runs on behalf of the message's team (the pool's fair share between teams).
+      session.inboundTeam ??= team;
     }
     list.push(parsed);
   }
@@ -133,7 +148,7 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
   async function onMessage(raw: Buffer, session: Session): Promise<void> {
     const hints = [...new Map((session.inbound ?? []).map((h) => [JSON.stringify(h), h])).values()];
     const input: ClassifyInput = { raw, hints, limits };
-    const results = await pool.run<Classified[]>('classifyInbound', input, PARSE_BUDGET_MS);
+    const results = await pool.run<Classified[]>('classifyInbound', input, PARSE_BUDGET_MS, session.inboundTeam ?? '');
     const items: Feedback[] = [];
     for (const r of results) {
       if (Array.isArray(r)) items.push(...r.map((f) => ({ ...f, source: 'smtp' })));
@@ -157,6 +172,13 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
     logger: false,
     // A reverse DNS lookup per connection would tie each session to the resolver's speed; nothing here uses the name.
     disableReverseLookup: true,
+    // What RCPT learnt belongs to one mail transaction: a connection may carry many (a pooled sender).
+    onMailFrom(_address, session, callback) {
+      const s = session as Session;
+      s.inbound = [];
+      s.inboundTeam = undefined;
+      callback();
+    },
     onRcptTo(address, session, callback) {
       onRcpt(address.address, session as Session).then(() => callback(), (err: Error) => callback(err));
     },

@@ -2,6 +2,7 @@
 // and what the dashboard's message page shows, from one query path.
 import type { Db } from '../db/pool.ts';
 import { findEmail, trackingHits, type LogRow } from './emails-queries.ts';
+import { feedbackEvents } from '../inbound/timeline.ts';
 
 export type TimelineEvent = { type: string; at: string; detail: Record<string, unknown> };
 
@@ -9,7 +10,11 @@ export type TimelineEvent = { type: string; at: string; detail: Record<string, u
 export async function emailWithTimeline(db: Db, teamId: string, id: string): Promise<{ row: LogRow; events: TimelineEvent[] } | undefined> {
   const row = await findEmail(db, teamId, id);
   if (!row) return undefined;
-  return { row, events: timeline(row, await trackingHits(db, teamId, row.id)) };
+  const events = timeline(row, await trackingHits(db, teamId, row.id));
+  // What came back (bounce and delivery reports, complaints, replies); a bounce by report replaces the row's own bounced step.
+  const feedback = await feedbackEvents(db, teamId, row.id);
+  const merged = feedback.some((e) => e.type === 'bounced') ? events.filter((e) => e.type !== 'bounced') : events;
+  return { row, events: [...merged, ...feedback].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0)) };
 }
 
 /** The message's history from its row (the latest state of each step) and its tracking hits. */

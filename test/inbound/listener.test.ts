@@ -154,6 +154,11 @@ describe('inbound listener: DSN, ARF and replies through SMTP into the message l
     assert.equal(hook.payload.contact_id, up.json().contact.id);
     assert.equal(hook.payload.feedback_type, 'abuse');
     assert.equal(hook.payload.message_id, messageId);
+    // The message's timeline shows it.
+    const got = await t.app.inject({ method: 'GET', url: `/public/v1/email/emails/${id}`, headers: { 'x-api-key': s.key } });
+    assert.equal(got.statusCode, 200, got.body);
+    const types = got.json().email.events.map((e: any) => e.type);
+    assert.deepEqual(types.slice(-1), ['complained'], JSON.stringify(types));
   });
 
   test('a reply to the signed reply address → email.replied with its text', async () => {
@@ -199,6 +204,23 @@ describe('inbound listener: DSN, ARF and replies through SMTP into the message l
     const info = await deliver(at.from, 'From: someone@example.net\r\nSubject: hello\r\n\r\njust text\r\n', 'someone@example.net');
     assert.match(String(info.response), /^250/);
     assert.equal((await row(id)).status, 'sent');
+  });
+
+  test('several messages over one connection: each report applies to its own message only', async () => {
+    const a = await send('pool-a@example.com');
+    const b = await send('pool-b@example.com');
+    const pooled = nodemailer.createTransport({ host: '127.0.0.1', port: listener.port, secure: false, ignoreTLS: true, pool: true, maxConnections: 1 });
+    try {
+      await pooled.sendMail({ envelope: { from: '', to: [a.at.from] }, raw: fixture('postfix-hard-5.1.1.eml', a.messageId) });
+      // The second DSN quotes no Message-ID of ours: only its own return path may name a message.
+      await pooled.sendMail({ envelope: { from: '', to: [b.at.from] }, raw: fixture('postfix-soft-4.4.1.eml', 'unrelated@example.net') });
+    } finally {
+      pooled.close();
+    }
+    assert.equal((await row(a.id)).status, 'bounced_hard');
+    assert.equal((await row(b.id)).status, 'bounced_soft');
+    const kinds = await t.database.db.selectFrom('message_feedback').select(['email_send_log_id', 'kind']).where('email_send_log_id', 'in', [a.id, b.id]).execute();
+    assert.deepEqual(kinds.map((k) => `${k.email_send_log_id === a.id ? 'a' : 'b'}:${k.kind}`).sort((x, y) => x.localeCompare(y)), ['a:bounce_hard', 'b:bounce_soft']);
   });
 
   test('recipients per message are capped', async () => {
