@@ -16,6 +16,7 @@ import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
 import { contactImportTask } from './contacts/imports.ts';
 import { imapPollTask } from './inbound/imap/poll.ts';
+import { buildBroadcastBatch, finishBroadcast } from './campaigns/broadcast.ts';
 
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
 export type TaskDeps = { db: Db; config: Config; now?: Clock };
@@ -50,5 +51,7 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
     webhook_auto_disable: autoDisableTask(deps.db, deps.config),
     contact_import: contactImportTask({ db: deps.db, maxTags: deps.config.contactMaxTags }),
     imap_poll: imapPollTask({ db: deps.db, config: deps.config }),
+    broadcast_build: async (payload) => buildBroadcastBatch(deps.db, payload.campaign_send_id, deps.config.appSecret),
+    broadcast_finish: async (payload) => finishBroadcast(deps.db, payload.campaign_send_id),
   };
 }

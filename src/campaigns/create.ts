@@ -11,6 +11,7 @@ import { getCampaign, insertEventCampaign, lockActiveMailAccountIds, lockActiveT
 import type { CampaignValue, CreateCampaignInput, SendDataValue, TriggerEvent } from './schemas.ts';
 import { duplicateIds } from './manage.ts';
 import { checkSegmentRules } from './segment.ts';
+import { scheduleBroadcast } from './broadcast.ts';
 import { buildSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
 
 /**
@@ -33,7 +34,11 @@ export async function prepareCampaign(
   const templateIds = body.template_ids.map(canonicalUuid);
   const mailAccountIds = body.mail_account_ids.map(canonicalUuid);
   details.push(...duplicateIds(templateIds, 'template_ids'), ...duplicateIds(mailAccountIds, 'mail_account_ids'));
-  const events = normalizeEvents(body.events);
+  const broadcast = body.campaign_type === 'broadcast';
+  if (!broadcast && !body.events) details.push({ field: 'events', message: 'is required' });
+  if (broadcast && body.events) details.push({ field: 'events', message: 'a broadcast has no trigger events' });
+  if (!broadcast && body.broadcast_send) details.push({ field: 'broadcast_send', message: 'only a broadcast takes broadcast_send' });
+  const events = broadcast ? [] : normalizeEvents(body.events ?? []);
   details.push(...checkSegmentRules(body.segment_query?.rules ?? []));
 
   const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
@@ -52,7 +57,12 @@ export async function prepareCampaign(
 export async function createEventCampaign(db: Db, teamId: string, body: CreateCampaignInput): Promise<CampaignValue> {
   return db.transaction().execute(async (trx) => {
     const { name, events, sendData } = await prepareCampaign(trx, teamId, body);
-    const id = await insertEventCampaign(trx, { teamId, name, events, sendData });
+    const broadcast = body.campaign_type === 'broadcast';
+    const { campaignId: id, sendId } = await insertEventCampaign(trx, { teamId, name, events, sendData, broadcast });
+    if (broadcast) {
+      const at = sendData.broadcast_send.scheduled_send_time;
+      await scheduleBroadcast(trx, sendId, at ? new Date(at) : null);
+    }
     return (await getCampaign(trx, teamId, id))!;
   });
 }

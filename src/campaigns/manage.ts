@@ -4,7 +4,8 @@
 import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Db } from '../db/pool.ts';
-import { notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
+import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
+import { scheduleBroadcast } from './broadcast.ts';
 import { bodyChecker, compileBodyValidator } from '../http/schemas.ts';
 import { getCampaign, lockActiveMailAccountIds, lockActiveTemplateIds } from './queries.ts';
 import { UpdateCampaignBody, type CampaignValue, type SendDataValue, type UpdateCampaignInput } from './schemas.ts';
@@ -56,10 +57,10 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
 
   return db.transaction().execute(async (trx) => {
     // The campaign row is locked: two updates at once apply one after the other, each to the other's result.
-    const { rows } = await sql<{ send_id: string | null; send_data: SendDataValue | null }>`
-      SELECT s.id AS send_id, s.send_data
+    const { rows } = await sql<{ send_id: string | null; send_data: SendDataValue | null; send_status: string | null; campaign_type: string }>`
+      SELECT s.id AS send_id, s.send_data, s.status AS send_status, c.campaign_type
         FROM campaigns c
-        LEFT JOIN LATERAL (SELECT id, send_data FROM campaign_sends s
+        LEFT JOIN LATERAL (SELECT id, send_data, status FROM campaign_sends s
                             WHERE s.campaign_id = c.id AND s.team_id = c.team_id
                             ORDER BY s.created_at DESC, s.id DESC LIMIT 1) s ON true
        WHERE c.team_id = ${teamId} AND c.id = ${id} AND c.deleted_at IS NULL
@@ -78,9 +79,17 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
         if (!found.has(a)) details.push({ field: `mail_account_ids[${i}]`, message: `no active mail account ${a} in this team` });
       });
     }
+    const broadcast = current.campaign_type === 'broadcast';
+    if (patch.broadcast_send && !broadcast) details.push({ field: 'broadcast_send', message: 'only a broadcast takes broadcast_send' });
+    if (patch.events && broadcast) details.push({ field: 'events', message: 'a broadcast has no trigger events' });
     if (details.length > 0) throw validationFailed(details, 'invalid campaign');
+    // A broadcast's audience and schedule are fixed once its send has started.
+    if (broadcast && (patch.broadcast_send || patch.segment_query) && current.send_status !== 'scheduled') {
+      throw new AppError('CONFLICT', `the broadcast's send is ${current.send_status}; its segment and schedule can be changed only while it is scheduled`);
+    }
 
     const sd = current.send_data!;
+    const bs = patch.broadcast_send;
     const ets = patch.event_triggered_send ?? {};
     const sendData: SendDataValue = {
       ...sd,
@@ -92,6 +101,12 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
       open_tracking: patch.open_tracking ?? sd.open_tracking,
       click_tracking: patch.click_tracking ?? sd.click_tracking,
       segment_query: patch.segment_query ? { rules: patch.segment_query.rules } : sd.segment_query,
+      broadcast_send: {
+        send_amount: bs?.send_amount ?? sd.broadcast_send.send_amount,
+        scheduled_send_time: bs && bs.scheduled_send_time !== undefined
+          ? (bs.scheduled_send_time === null ? null : new Date(bs.scheduled_send_time).toISOString())
+          : sd.broadcast_send.scheduled_send_time,
+      },
       event_triggered_send: {
         ...sd.event_triggered_send,
         events: events ?? sd.event_triggered_send.events,
@@ -110,6 +125,11 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
        WHERE team_id = ${teamId} AND id = ${id}`.execute(trx);
     if (current.send_id) {
       await sql`UPDATE campaign_sends SET send_data = ${json}::jsonb, updated_at = now() WHERE id = ${current.send_id} AND team_id = ${teamId}`.execute(trx);
+      if (broadcast && bs && current.send_status === 'scheduled') {
+        const at = sendData.broadcast_send.scheduled_send_time;
+        await sql`UPDATE campaign_sends SET next_send_at = ${at}::timestamptz WHERE id = ${current.send_id}`.execute(trx);
+        await scheduleBroadcast(trx, current.send_id, at ? new Date(at) : null);
+      }
     }
     return (await getCampaign(trx, teamId, id))!;
   });

@@ -31,7 +31,16 @@ function campaignRows(where: RawBuilder<unknown>, tail: RawBuilder<unknown> = sq
                 'next_send_at', ${iso(sql`s.next_send_at`)},
                 'next_send_countdown', s.next_send_countdown,
                 'send_data', s.send_data,
-                'send_progress', s.send_progress,
+                'send_progress', CASE WHEN s.campaign_type = 'broadcast' THEN s.send_progress || (
+                    SELECT jsonb_build_object(
+                      'total_recipients', s.total_recipients, 'list_complete', s.list_built,
+                      'sent', count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')),
+                      'bounced', count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')),
+                      'remaining', count(*) FILTER (WHERE l.status IN ('queued', 'deferred', 'sending')),
+                      'total_sent', count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')),
+                      'total_bounced', count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')))
+                      FROM email_send_log l WHERE l.campaign_send_id = s.id AND l.team_id = s.team_id)
+                  ELSE s.send_progress END,
                 'created_at', ${iso(sql`s.created_at`)},
                 'updated_at', ${iso(sql`s.updated_at`)}
               ) ORDER BY s.created_at DESC, s.id DESC), '[]'::jsonb) AS campaign_sends
@@ -92,8 +101,8 @@ async function lockActiveIds(trx: Transaction<Database>, table: 'templates' | 'm
 /** Inserts an event-triggered campaign and its first send (status active); returns the campaign id. */
 export async function insertEventCampaign(
   trx: Transaction<Database>,
-  c: { teamId: string; name: string; events: TriggerEvent[]; sendData: SendDataValue },
-): Promise<string> {
+  c: { teamId: string; name: string; events: TriggerEvent[]; sendData: SendDataValue; broadcast?: boolean },
+): Promise<{ campaignId: string; sendId: string }> {
   // jsonb values go as JSON text: pg would send a JS array as a PostgreSQL array.
   const sendData = JSON.stringify(c.sendData);
   const campaign = await trx
@@ -101,29 +110,30 @@ export async function insertEventCampaign(
     .values({
       team_id: c.teamId,
       name: c.name,
-      delivery_type: 'event',
-      campaign_type: 'event_triggered',
+      delivery_type: c.broadcast ? 'broadcast' : 'event',
+      campaign_type: c.broadcast ? 'broadcast' : 'event_triggered',
       meta: '[]',
       draft_data: JSON.stringify({ last_sent_at: null, send_data: c.sendData }),
       trigger_events: c.events,
     })
     .returning('id')
     .executeTakeFirstOrThrow();
-  await trx
+  const send = await trx
     .insertInto('campaign_sends')
     .values({
       team_id: c.teamId,
       campaign_id: campaign.id,
-      campaign_type: 'event_triggered',
-      status: 'active',
-      next_send_at: null,
+      campaign_type: c.broadcast ? 'broadcast' : 'event_triggered',
+      status: c.broadcast ? 'scheduled' : 'active',
+      next_send_at: c.broadcast && c.sendData.broadcast_send.scheduled_send_time ? new Date(c.sendData.broadcast_send.scheduled_send_time) : null,
       send_data: sendData,
     })
-    .execute();
-  return campaign.id;
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return { campaignId: campaign.id, sendId: send.id };
 }
 
-export type SendStatus = 'active' | 'paused' | 'completed' | 'failed';
+export type SendStatus = 'active' | 'paused' | 'completed' | 'failed' | 'scheduled' | 'sending' | 'cancelled';
 
 export type TransitionResult =
   | { kind: 'changed' }

@@ -19,7 +19,8 @@ import {
 import { normalizeEvent } from './send-data.ts';
 import { submitToCampaign } from './submit.ts';
 import { deleteCampaign, updateCampaign } from './manage.ts';
-import { DecisionObject } from './schemas.ts';
+import { Campaign, DecisionObject } from './schemas.ts';
+import { cancelBroadcast, pauseOrResume } from './broadcast.ts';
 import { Type } from 'typebox';
 import { UUID_RE } from '../http/schemas.ts';
 
@@ -154,7 +155,10 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           summary: action === 'start' ? 'Start (resume) a campaign' : 'Stop (pause) a campaign',
           description:
             `Moves the campaign's latest send from \`${from}\` to \`${to}\`. ` +
-            `A send that is already \`${to}\` is left as it is (200). A \`completed\` or \`failed\` send is 409.`,
+            `A send that is already \`${to}\` is left as it is (200). A \`completed\` or \`failed\` send is 409. ` +
+            (action === 'start'
+              ? 'A paused broadcast resumes (`sending`): its list goes on and its queued messages are sent.'
+              : 'A `scheduled` or `sending` broadcast pauses: its messages not yet claimed wait, `queued`.'),
           params: CampaignParams,
           response: withErrors({ 200: CampaignResponse }, [404, 409]),
         },
@@ -163,13 +167,48 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const teamId = request.auth!.teamId;
         const id = request.params.id;
         if (!UUID_RE.test(id)) throw notFound('campaign');
-        await transition(teamId, id, from, to, verb);
+        const b = await pauseOrResume(db, teamId, id.toLowerCase(), action);
+        if (b.kind === 'conflict') throw new AppError('CONFLICT', `campaign send is ${b.status}; it cannot be ${verb}`);
+        if (b.kind === 'not_broadcast') await transition(teamId, id, from, to, verb);
         const campaign = await getCampaign(db, teamId, id);
         if (!campaign) throw notFound('campaign');
         return { ok: true as const, campaign };
       },
     );
   }
+
+  app.post(
+    '/:id/cancel',
+    {
+      schema: {
+        tags: TAGS,
+        summary: 'Cancel a broadcast',
+        description:
+          'Ends the latest send of a broadcast (`scheduled`, `sending` or `paused` → `cancelled`): its messages not yet claimed for ' +
+          'SMTP become `cancelled`; a message already being sent finishes. A completed or cancelled send, or a campaign that is not ' +
+          'a broadcast, is 409.',
+        params: CampaignParams,
+        response: withErrors(
+          { 200: Type.Object({ ok: Type.Literal(true), cancelled: Type.Integer({ description: 'Messages cancelled.' }), campaign: Campaign }) },
+          [404, 409],
+        ),
+      },
+    },
+    async (request) => {
+      const teamId = request.auth!.teamId;
+      const id = request.params.id;
+      if (!UUID_RE.test(id)) throw notFound('campaign');
+      const existing = await getCampaign(db, teamId, id.toLowerCase());
+      if (!existing) throw notFound('campaign');
+      const result = await cancelBroadcast(db, teamId, id.toLowerCase());
+      if ('status' in result) {
+        throw new AppError('CONFLICT', result.status === null ? 'only a broadcast can be cancelled' : `campaign send is ${result.status}; it cannot be cancelled`);
+      }
+      const campaign = await getCampaign(db, teamId, id.toLowerCase());
+      if (!campaign) throw notFound('campaign');
+      return { ok: true as const, cancelled: result.cancelled, campaign };
+    },
+  );
 
   app.post(
     '/:id/submit',

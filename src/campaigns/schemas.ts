@@ -22,6 +22,20 @@ const IdList = (what: string) =>
     description: `Ids of ${what} of this team (1 to ${MAX_IDS}, no repeats)`,
   });
 
+export const MAX_SEND_AMOUNT = 100_000_000;
+
+const BroadcastSendInput = Type.Object(
+  {
+    scheduled_send_time: Type.Optional(
+      Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the broadcast starts (UTC); null or absent: at once' }),
+    ),
+    send_amount: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: MAX_SEND_AMOUNT, default: 0, description: 'At most this many recipients; 0: all' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 const HeaderText = (description: string) => Type.String({ maxLength: 255, description });
 
 export const CreateCampaignBody = Type.Object(
@@ -29,11 +43,20 @@ export const CreateCampaignBody = Type.Object(
     name: Type.String({ minLength: 1, maxLength: 255 }),
     template_ids: IdList('active templates, used in rotation'),
     mail_account_ids: IdList('active mail accounts used for sending'),
-    events: Type.Array(Type.Enum([...TRIGGER_EVENT_INPUTS]), {
-      minItems: 1,
-      maxItems: MAX_IDS,
-      description: 'Trigger events; the underscore spellings mean the same as the dotted ones, repeats are merged',
-    }),
+    campaign_type: Type.Optional(
+      Type.Enum(['event_triggered', 'broadcast'], {
+        default: 'event_triggered',
+        description: '`event_triggered` (default) or `broadcast` (one send to the segment, at `broadcast_send.scheduled_send_time`)',
+      }),
+    ),
+    events: Type.Optional(
+      Type.Array(Type.Enum([...TRIGGER_EVENT_INPUTS]), {
+        minItems: 1,
+        maxItems: MAX_IDS,
+        description: 'Trigger events (required for event_triggered); the underscore spellings mean the same as the dotted ones, repeats are merged',
+      }),
+    ),
+    broadcast_send: Type.Optional(BroadcastSendInput),
     // Extensions (docs/decisions.md, Campaigns): every field of send_data a client may set.
     from_name: Type.Optional(HeaderText('Sender display name (default: empty)')),
     reply_to_name: Type.Optional(HeaderText('Reply-To display name (default: empty)')),
@@ -84,6 +107,7 @@ export const UpdateCampaignBody = Type.Object(
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
     template_ids: Type.Optional(IdList('active templates, used in rotation (replaces the list)')),
     mail_account_ids: Type.Optional(IdList('active mail accounts used for sending (replaces the list)')),
+    broadcast_send: Type.Optional(BroadcastSendInput),
     events: Type.Optional(
       Type.Array(Type.Enum([...TRIGGER_EVENT_INPUTS]), {
         minItems: 1,
@@ -190,7 +214,9 @@ export const CampaignSend = Type.Object({
   id: Type.String(),
   campaign_id: Type.String(),
   campaign_type: Type.String(),
-  status: Type.String({ description: 'active, paused, completed or failed' }),
+  status: Type.String({
+    description: 'Event-triggered: active, paused, completed or failed. Broadcast: scheduled, sending, paused, completed or cancelled',
+  }),
   next_send_at: NullableDateTime,
   next_send_countdown: Type.Object({ total: Type.Integer(), remaining: Type.Integer() }),
   send_data: SendData,
@@ -200,6 +226,11 @@ export const CampaignSend = Type.Object({
     delivery_rate: Type.Number(),
     current_iteration: Type.Integer(),
     reason: Type.String(),
+    total_recipients: Type.Optional(Type.Integer({ description: 'Broadcast: recipients listed (messages queued) so far' })),
+    sent: Type.Optional(Type.Integer({ description: 'Broadcast: messages handed to the SMTP server (accepted or refused)' })),
+    bounced: Type.Optional(Type.Integer({ description: 'Broadcast: messages that bounced' })),
+    remaining: Type.Optional(Type.Integer({ description: 'Broadcast: messages not yet attempted (queued, deferred or being sent)' })),
+    list_complete: Type.Optional(Type.Boolean({ description: 'Broadcast: whether the recipient list is complete' })),
   }),
   created_at: DateTime,
   updated_at: DateTime,
@@ -209,8 +240,8 @@ export const Campaign = Type.Object({
   id: Type.String(),
   team_id: Type.String(),
   name: Type.String(),
-  delivery_type: Type.String({ description: '`event` for event-triggered campaigns' }),
-  campaign_type: Type.String({ description: '`event_triggered` (`broadcast` and `automation` reserved)' }),
+  delivery_type: Type.String({ description: '`event` for event-triggered campaigns, `broadcast` for broadcasts' }),
+  campaign_type: Type.String({ description: '`event_triggered` or `broadcast` (`automation` reserved)' }),
   meta: Type.Array(Type.Unknown()),
   created_at: DateTime,
   updated_at: DateTime,

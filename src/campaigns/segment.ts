@@ -4,6 +4,7 @@
 // so a segment costs no extra query per decision.
 import type { ErrorDetail } from '../lib/errors.ts';
 import { CONTACT_FIELDS } from '../contacts/fields.ts';
+import { sql, type RawBuilder } from 'kysely';
 
 export const SEGMENT_OPERATORS = [
   'equals',
@@ -218,5 +219,87 @@ function matchesRule(contact: Record<string, unknown>, raw: unknown, depth: numb
       return actual === null || actual === undefined || actual === '';
     default:
       return false;
+  }
+}
+
+/**
+ * The segment as one SQL condition on `contacts` (alias-free column names),
+ * for selecting a broadcast's recipients in the database. Only forms whose
+ * SQL answer is exactly matchesSegment's are compiled; when any rule is of
+ * another form (a rule stored before checks existed, a number compared with a
+ * text field) the answer is null and the caller tests each row with
+ * matchesSegment instead. Callers may test rows with matchesSegment as well:
+ * the two agree on every compiled form.
+ */
+export function segmentSql(rules: unknown[]): RawBuilder<boolean> | null {
+  try {
+    return rules.length === 0 ? sql<boolean>`true` : and(rules.map((r) => ruleSql(r, 1)));
+  } catch (err) {
+    if (err instanceof NotCompiled) return null;
+    throw err;
+  }
+}
+
+class NotCompiled extends Error {}
+const and = (parts: RawBuilder<boolean>[]) => sql<boolean>`(${sql.join(parts, sql` AND `)})`;
+const or = (parts: RawBuilder<boolean>[]) => (parts.length === 0 ? sql<boolean>`false` : sql<boolean>`(${sql.join(parts, sql` OR `)})`);
+
+function ruleSql(raw: unknown, depth: number): RawBuilder<boolean> {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw) || depth > MAX_DEPTH) throw new NotCompiled();
+  const rule = canonical(raw as Record<string, unknown>);
+  if (typeof rule === 'string') throw new NotCompiled();
+  if ('group' in rule) {
+    const parts = rule.rules.map((r) => ruleSql(r, depth + 1));
+    return rule.group === 'any' ? or(parts) : parts.length === 0 ? sql<boolean>`true` : and(parts);
+  }
+  const v = rule.value;
+  if (rule.operator === 'has_tag' || rule.operator === 'not_has_tag') {
+    if (typeof v !== 'string') throw new NotCompiled();
+    return rule.operator === 'has_tag' ? sql<boolean>`(${v}::text = ANY (tags))` : sql<boolean>`(NOT (${v}::text = ANY (tags)))`;
+  }
+  const kind = rule.field ? FIELD_KINDS.get(rule.field) : undefined;
+  if (!kind || !rule.field) throw new NotCompiled();
+  const col = sql.ref(rule.field);
+  const eq = (): RawBuilder<boolean> => {
+    if (v === null) return sql<boolean>`(${col} IS NULL)`;
+    if (kind === 'text' && typeof v === 'string') return sql<boolean>`coalesce(lower(${col}) = lower(${v}::text), false)`;
+    if ((kind === 'bigint' || kind === 'numeric') && typeof v === 'number' && Number.isFinite(v)) {
+      return sql<boolean>`coalesce(${col}::numeric = ${String(v)}::numeric, false)`;
+    }
+    if (kind === 'boolean' && typeof v === 'boolean') return sql<boolean>`coalesce(${col} = ${v}, false)`;
+    if (kind === 'timestamptz' && typeof v === 'string' && !Number.isNaN(Date.parse(v))) {
+      return sql<boolean>`coalesce(${col} = ${new Date(Date.parse(v))}::timestamptz, false)`;
+    }
+    throw new NotCompiled();
+  };
+  switch (rule.operator) {
+    case 'equals':
+      return eq();
+    case 'not_equals':
+      return sql<boolean>`(NOT ${eq()})`;
+    case 'contains':
+    case 'not_contains': {
+      if (kind !== 'text' || typeof v !== 'string' || v === '') throw new NotCompiled();
+      const has = sql<boolean>`coalesce(strpos(lower(${col}), lower(${v}::text)) > 0, false)`;
+      return rule.operator === 'contains' ? has : sql<boolean>`(NOT ${has})`;
+    }
+    case 'greater_than':
+    case 'less_than': {
+      const op = sql.raw(rule.operator === 'greater_than' ? '>' : '<');
+      if ((kind === 'bigint' || kind === 'numeric') && typeof v === 'number' && Number.isFinite(v)) {
+        return sql<boolean>`coalesce(${col}::numeric ${op} ${String(v)}::numeric, false)`;
+      }
+      if (kind === 'timestamptz' && typeof v === 'string' && !Number.isNaN(Date.parse(v))) {
+        return sql<boolean>`coalesce(${col} ${op} ${new Date(Date.parse(v))}::timestamptz, false)`;
+      }
+      throw new NotCompiled();
+    }
+    case 'is_set':
+    case 'is_not_set': {
+      const set = kind === 'text' ? sql<boolean>`(${col} IS NOT NULL AND ${col} <> '')` : sql<boolean>`(${col} IS NOT NULL)`;
+      return rule.operator === 'is_set' ? set : sql<boolean>`(NOT ${set})`;
+    }
+    default:
+      throw new NotCompiled();
   }
 }

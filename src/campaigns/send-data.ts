@@ -39,7 +39,10 @@ export function buildSendData(c: NormalizedCampaignInput): SendDataValue {
     from_name: input.from_name ?? '',
     reply_to_name: input.reply_to_name ?? '',
     reply_to_email: input.reply_to_email?.toLowerCase() ?? '',
-    broadcast_send: { send_amount: 0, scheduled_send_time: null },
+    broadcast_send: {
+      send_amount: input.broadcast_send?.send_amount ?? 0,
+      scheduled_send_time: input.broadcast_send?.scheduled_send_time ? new Date(input.broadcast_send.scheduled_send_time).toISOString() : null,
+    },
     automation_send: {
       send_amount: 0,
       iteration_send_amount: 0,

@@ -22,14 +22,16 @@ export async function submitToCampaign(
   db: Db, teamId: string, campaignId: string, input: SubmitInput, appSecret?: string,
 ): Promise<{ eventId: string; decision: Decision | null }> {
   return db.transaction().execute(async (tx) => {
-    const { rows } = await sql<{ trigger_events: string[]; send_id: string | null; status: string | null; send_data: SendDataValue }>`
-      SELECT c.trigger_events, s.id AS send_id, s.status, s.send_data
+    const { rows } = await sql<{ trigger_events: string[]; send_id: string | null; status: string | null; send_data: SendDataValue; campaign_type: string }>`
+      SELECT c.trigger_events, s.id AS send_id, s.status, s.send_data, c.campaign_type
         FROM campaigns c
         LEFT JOIN LATERAL (SELECT id, status, send_data FROM campaign_sends s
                             WHERE s.campaign_id = c.id AND s.team_id = c.team_id ORDER BY s.created_at DESC, s.id DESC LIMIT 1) s ON true
        WHERE c.team_id = ${teamId} AND c.id = ${campaignId} AND c.deleted_at IS NULL`.execute(tx);
     const campaign = rows[0];
     if (!campaign) throw notFound('campaign');
+    // A broadcast's recipients are its segment, listed when it starts; nobody is added one by one.
+    if (campaign.campaign_type === 'broadcast') throw new AppError('CONFLICT', 'a broadcast takes no submissions; its recipients are its segment');
     if (!campaign.send_id || (campaign.status !== 'active' && campaign.status !== 'paused')) {
       throw new AppError('CONFLICT', `campaign send is ${campaign.status ?? 'missing'}; nothing can be submitted to it`);
     }

@@ -3,7 +3,7 @@
 // dashboard's contact timeline).
 //
 // Each source is one query on an ordered (contact_id, time, id) index
-// (migration 0023), after the keyset cursor and LIMIT page size + 1; their
+// (migration 0022), after the keyset cursor and LIMIT page size + 1; their
 // UNION ALL is sorted and cut to the page. A page so reads at most
 // 7 × (page size + 1) index entries, whatever the contact's history: a
 // contact with 100,000 messages answers as fast as one with ten

@@ -5,6 +5,7 @@
 // POST /email/campaigns calls, after the API's own schema check of the body the
 // form makes; edit through updateCampaign (campaigns/manage.ts), the function
 // of PATCH /email/campaigns/{id}: the same rules and the same messages.
+import { pauseOrResume } from '../campaigns/broadcast.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createEventCampaign } from '../campaigns/create.ts';
 import { deleteCampaign, updateCampaign } from '../campaigns/manage.ts';
@@ -308,7 +309,10 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
     app.post<IdParams>(`/campaigns/:id/${action}`, signedInPost, async (request, reply) => {
       const id = request.params.id;
       if (!UUID_RE.test(id)) throw pageNotFound();
-      const result = await transitionLatestSend(db, user(request).teamId, id, from, to);
+      // A broadcast pauses and resumes as through the API (campaigns/broadcast.ts).
+      const b = await pauseOrResume(db, user(request).teamId, id.toLowerCase(), action);
+      const result = b.kind === 'not_broadcast' ? await transitionLatestSend(db, user(request).teamId, id, from, to)
+        : b.kind === 'conflict' ? { kind: 'unchanged' as const, status: 'conflict' } : b.kind === 'changed' ? { kind: 'changed' as const } : { kind: 'unchanged' as const, status: to };
       let done: string;
       if (result.kind === 'changed') done = action === 'start' ? 'started' : 'stopped';
       else if (result.kind === 'unchanged') done = result.status === to ? 'unchanged' : 'conflict';

@@ -45,6 +45,8 @@ export interface CampaignDecisionsTable {
   email_send_log_id: string | null;
   decided_at: Ts;
   created_at: Ts;
+  /** A broadcast's recipient-list entry (0023): unique per (campaign_send_id, contact_id). */
+  list_entry: Generated<boolean>;
 }
 
 export interface CampaignRotationTable {

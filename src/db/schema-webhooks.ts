@@ -30,7 +30,7 @@ export interface WebhookDeliveriesTable {
   team_id: string;
   webhook_id: string;
   event_id: string | null;
-  /** The contact of its event, for the contact timeline (0023). */
+  /** The contact of its event, for the contact timeline (0022). */
   contact_id: Generated<string | null>;
   event: string;
   payload: Json<Record<string, unknown>> | null;

@@ -126,6 +126,8 @@ export interface MailAccountsTable {
   from_name: string | null;
   daily_limit: Generated<number>;
   campaign_share_percent: Generated<number>;
+  /** Messages per minute handed to SMTP (0023); null: no limit. */
+  max_per_minute: Generated<number | null>;
   status: Generated<'active' | 'disabled'>;
   /** Set by a soft delete (0015): the row stays for the message log, every read leaves it out. */
   deleted_at: NullableTs;
@@ -156,11 +158,15 @@ export interface CampaignSendsTable {
   team_id: string;
   campaign_id: string;
   campaign_type: string;
-  status: Generated<'active' | 'paused' | 'completed' | 'failed'>;
+  status: Generated<'active' | 'paused' | 'completed' | 'failed' | 'scheduled' | 'sending' | 'cancelled'>;
   next_send_at: NullableTs;
   next_send_countdown: Json<{ total: number; remaining: number }>;
   send_data: Json<Record<string, unknown>>;
   send_progress: Json<Record<string, unknown>>;
+  /** Broadcasts (0023): last contact id of the recipient list written so far, whether it is complete, recipients listed. */
+  list_cursor: string | null;
+  list_built: Generated<boolean>;
+  total_recipients: Generated<number>;
   created_at: Ts;
   updated_at: Ts;
 }

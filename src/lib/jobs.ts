@@ -20,6 +20,10 @@ export type JobPayloads = {
   contact_import: { import_id: string };
   /** Cron (inbound/imap/poll.ts): no payload. */
   imap_poll: Record<string, never>;
+  /** The next batch of a broadcast's recipient list (campaigns/broadcast.ts). */
+  broadcast_build: { campaign_send_id: string };
+  /** Whether a fully listed broadcast has finished (campaigns/broadcast.ts). */
+  broadcast_finish: { campaign_send_id: string };
 };
 
 declare global {
@@ -55,6 +59,9 @@ const JOB_DEFAULTS: { [N in JobName]: { maxAttempts: number; priority: number } 
   contact_import: { maxAttempts: 1, priority: JOB_PRIORITY.background },
   // A failed run is not retried: the next minute's run polls what is due.
   imap_poll: { maxAttempts: 1, priority: JOB_PRIORITY.background },
+  // A batch is one transaction behind a stored cursor: a retry continues where the last commit left off.
+  broadcast_build: { maxAttempts: 25, priority: JOB_PRIORITY.broadcast },
+  broadcast_finish: { maxAttempts: 25, priority: JOB_PRIORITY.broadcast },
 };
 
 export type JobSpec<N extends JobName> = { payload: JobPayloads[N]; priority?: number; runAt?: Date; maxAttempts?: number };

@@ -31,6 +31,9 @@ export const UpdateMailAccountBody = Type.Object(
     campaign_share_percent: Type.Optional(
       Type.Integer({ minimum: 1, maximum: 100, description: 'Share of `daily_limit` campaign mail may use.' }),
     ),
+    max_per_minute: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: 100_000 }), Type.Null()], { description: 'Messages per minute; `null` removes the limit.' }),
+    ),
     status: Type.Optional(
       Type.Enum(['active', 'disabled'], {
         description: '`disabled`: nothing is sent through the account (its queued messages are cancelled when they come up).',
@@ -164,6 +167,7 @@ export async function updateMailAccount(
         ...(patch.from_name !== undefined ? { from_name: patch.from_name } : {}),
         ...(patch.daily_limit !== undefined ? { daily_limit: patch.daily_limit } : {}),
         ...(patch.campaign_share_percent !== undefined ? { campaign_share_percent: patch.campaign_share_percent } : {}),
+        ...(patch.max_per_minute !== undefined ? { max_per_minute: patch.max_per_minute } : {}),
         ...(patch.status !== undefined ? { status: patch.status } : {}),
         ...(patch.verp !== undefined ? { verp: patch.verp } : {}),
         ...(patch.capture_replies !== undefined ? { capture_replies: patch.capture_replies } : {}),

@@ -50,6 +50,12 @@ export const MailAccountBody = Type.Object(
         description: 'Share of `daily_limit` campaign mail may use; transactional mail may use all of it.',
       }),
     ),
+    max_per_minute: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: 100_000 }), Type.Null()], {
+        default: null,
+        description: 'Messages per minute handed to the SMTP server (every kind of mail); null: no limit. Over it, a message waits, `queued`, for the next minute.',
+      }),
+    ),
     verify: Type.Optional(
       Type.Boolean({ default: false, description: 'Log in to the server before saving; a failed login is 422 and nothing is saved.' }),
     ),
@@ -77,6 +83,7 @@ export const MailAccount = Type.Object(
     from_name: Type.Union([Type.String(), Type.Null()]),
     daily_limit: Type.Integer(),
     campaign_share_percent: Type.Integer(),
+    max_per_minute: Type.Union([Type.Integer(), Type.Null()], { description: 'Messages per minute; null: no limit.' }),
     status: Type.Enum(['active', 'disabled']),
     verp: Type.Boolean(),
     capture_replies: Type.Boolean(),
@@ -98,6 +105,7 @@ export type MailAccountRow = {
   from_name: string | null;
   daily_limit: number;
   campaign_share_percent: number;
+  max_per_minute: number | null;
   status: 'active' | 'disabled';
   verp: boolean;
   capture_replies: boolean;
@@ -108,7 +116,7 @@ export type MailAccountRow = {
 // Every column but password_enc: the ciphertext never leaves through a listing either.
 export const PUBLIC_COLUMNS = [
   'id', 'team_id', 'host', 'port', 'security', 'username', 'from_email', 'from_name', 'daily_limit', 'campaign_share_percent', 'status', 'created_at', 'updated_at',
-  'verp', 'capture_replies',
+  'verp', 'capture_replies', 'max_per_minute',
 ] as const;
 
 type ImapView = Awaited<ReturnType<typeof imapSettingsByAccount>> extends Map<string, infer V> ? V : never;
@@ -229,6 +237,7 @@ export async function createMailAccount(
       from_name: body.from_name ?? null,
       daily_limit: body.daily_limit ?? 500,
       campaign_share_percent: body.campaign_share_percent ?? 90,
+      max_per_minute: body.max_per_minute ?? null,
       verp: body.verp ?? false,
       capture_replies: body.capture_replies ?? false,
     })

@@ -19,7 +19,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import { sendPriority } from './send-record.ts';
-import type { JobName } from '../lib/jobs.ts';
+import { JOB_PRIORITY, type JobName } from '../lib/jobs.ts';
 
 export type Source = 'campaign' | 'transactional';
 
@@ -125,6 +125,11 @@ export async function claimForSmtp(
   return rows[0];
 }
 
+// A broadcast's message keeps the broadcast priority when it waits (campaigns/broadcast.ts).
+const BROADCAST_AWARE = sql`CASE WHEN EXISTS (
+    SELECT 1 FROM email_send_log l JOIN campaign_sends s ON s.id = l.campaign_send_id
+     WHERE l.id = x.id AND s.campaign_type = 'broadcast') THEN ${JOB_PRIORITY.broadcast}::int ELSE x.priority END`;
+
 /**
  * Messages over their account's daily limit get a send_email job at the next
  * UTC midnight (one per message: the job key keeps a re-run from adding a
@@ -138,7 +143,37 @@ export async function wakeNextDay(db: Db, rows: { id: string; source: Source }[]
   await sql`
     SELECT graphile_worker.add_job(${sendEmail}, json_build_object('email_send_log_ids', json_build_array(x.id)),
              run_at := date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day',
-             max_attempts := 10, priority := x.priority, job_key := 'send-next-day:' || x.id, job_key_mode := 'preserve_run_at')
+             max_attempts := 10, priority := ${BROADCAST_AWARE}, job_key := 'send-next-day:' || x.id, job_key_mode := 'preserve_run_at')
+      FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, priority: sendPriority(r.source) })))}::jsonb)
+           AS x (id uuid, priority int)`.execute(db);
+}
+
+/**
+ * Takes one of the account's messages-per-minute slots (`max_per_minute`) in
+ * the current minute; false when the minute's slots are used up. One row per
+ * account, reset when the minute changes, so the table does not grow. A slot
+ * taken for a claim that then does not happen is not given back (it errs on
+ * sending less).
+ */
+export async function takeMinuteSlot(db: Db, accountId: string, perMinute: number): Promise<boolean> {
+  const { rows } = await sql<{ one: number }>`
+    INSERT INTO mail_account_minute_usage AS r (mail_account_id, minute, claimed)
+    VALUES (${accountId}::uuid, date_trunc('minute', now()), 1)
+    ON CONFLICT (mail_account_id) DO UPDATE
+      SET claimed = CASE WHEN r.minute = excluded.minute THEN r.claimed + 1 ELSE 1 END, minute = excluded.minute
+      WHERE r.minute <> excluded.minute OR r.claimed < ${perMinute}::int
+    RETURNING 1 AS one`.execute(db);
+  return rows.length > 0;
+}
+
+/** Messages held back by an account's per-minute limit get a send_email job at the next minute (one per message). */
+export async function wakeNextMinute(db: Db, rows: { id: string; source: Source }[]): Promise<void> {
+  if (rows.length === 0) return;
+  const sendEmail: JobName = 'send_email';
+  await sql`
+    SELECT graphile_worker.add_job(${sendEmail}, json_build_object('email_send_log_ids', json_build_array(x.id)),
+             run_at := date_trunc('minute', now()) + interval '1 minute',
+             max_attempts := 10, priority := ${BROADCAST_AWARE}, job_key := 'send-next-minute:' || x.id, job_key_mode := 'preserve_run_at')
       FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, priority: sendPriority(r.source) })))}::jsonb)
            AS x (id uuid, priority int)`.execute(db);
 }

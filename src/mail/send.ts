@@ -22,7 +22,7 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
-import { Allowance, claimForSmtp, dailyCap, wakeNextDay } from './daily-usage.ts';
+import { Allowance, claimForSmtp, dailyCap, takeMinuteSlot, wakeNextDay, wakeNextMinute } from './daily-usage.ts';
 import { renderMessage, type RenderedMessage } from './message.ts';
 import { replyAddress, returnPathAddress } from '../inbound/address.ts';
 import { RenderFailure } from '../templates/pool-run.ts';
@@ -57,6 +57,8 @@ type SendRow = {
 type Account = {
   id: string; host: string; port: number; security: MailSecurity; username: string | null;
   from_email: string; from_name: string | null; updated_at: Date; daily_limit: number; campaign_share_percent: number;
+  /** Messages per minute handed to SMTP; null: no limit. */
+  max_per_minute?: number | null;
   /** Signed per-message return path; signed Reply-To (inbound/address.ts). */
   verp?: boolean; capture_replies?: boolean;
   /** Its active DKIM keys (src/mail/dkim.ts): one signature each. */
@@ -140,7 +142,10 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
    */
   async function sendOne(
     row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
+    nextMinute: SendRow[],
   ): Promise<'claimed' | 'unclaimed'> {
+    // A paused broadcast holds its messages back, `queued`: start enqueues them again.
+    if (loaded === 'paused') return 'unclaimed';
     const stop = whyNot(loaded);
     if (stop) return rec.finish({ id: row.id, ...stop });
     const { contact, account, template, sendData, event, campaign, transactional } = loaded as Context;
@@ -169,6 +174,11 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
     withInboundAddresses(message, account, row, appSecret!, config.inbound.domain);
     const release = await slot(account.id);
     try {
+      // The account's messages per minute: over it, the message waits, `queued`, for the next minute.
+      if (account.max_per_minute && !(await takeMinuteSlot(db, account.id, account.max_per_minute))) {
+        nextMinute.push(row);
+        return 'unclaimed';
+      }
       // The daily limit is counted at claim time: against the job's reserved
       // slots (daily-usage.ts), or by the claim itself when the job has none left.
       const slotDay = allowance.take(account.id, row.source);
@@ -215,6 +225,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       const contexts = await loadContexts(db, rows, appSecret);
       const rec = new Recorder(db, config);
       const waiting: SendRow[] = [];
+      const nextMinute: SendRow[] = [];
       const allowance = new Allowance();
       const activeKeys: ActiveKey[] = [];
       for (const row of rows) {
@@ -232,11 +243,12 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
       try {
         await allowance.reserve(db);
-        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing)));
+        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute)));
       } finally {
         await allowance.release(db);
       }
       await wakeNextDay(db, waiting);
+      await wakeNextMinute(db, nextMinute);
       rows.forEach((row, i) => {
         const o = outcomes[i]!;
         if (o.status === 'fulfilled' && o.value === 'claimed') claimed.add(row.id);
@@ -381,7 +393,7 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
            CASE WHEN a.id IS NULL THEN NULL ELSE jsonb_build_object(
              'id', a.id, 'host', a.host, 'port', a.port, 'security', a.security, 'username', a.username,
              'from_email', a.from_email, 'from_name', a.from_name, 'updated_at', a.updated_at, 'status', a.status,
-             'daily_limit', a.daily_limit, 'campaign_share_percent', a.campaign_share_percent,
+             'daily_limit', a.daily_limit, 'campaign_share_percent', a.campaign_share_percent, 'max_per_minute', a.max_per_minute,
              'verp', a.verp, 'capture_replies', a.capture_replies,
              'dkim', coalesce((SELECT jsonb_agg(jsonb_build_object('id', d.id, 'algorithm', d.algorithm, 'domain', d.domain, 'selector', d.selector))
                                  FROM dkim_keys d WHERE d.mail_account_id = a.id AND d.status = 'active'), '[]'::jsonb)) END AS account,
@@ -391,7 +403,7 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
            CASE WHEN e.id IS NULL THEN NULL ELSE jsonb_build_object(
              'name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload)) END AS event,
            CASE WHEN c.id IS NULL THEN NULL ELSE jsonb_build_object('id', c.id, 'name', c.name) END AS campaign,
-           c.deleted_at IS NOT NULL AS campaign_deleted,
+           c.deleted_at IS NOT NULL AS campaign_deleted, s.status AS send_status, s.campaign_type AS send_type,
            l.source, l.to_name, l.render,
            (SELECT s.reason FROM suppressions s
              WHERE s.team_id = l.team_id AND (s.email = l.email OR s.email_hmac = h.hmac)
@@ -414,6 +426,9 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
     if (!r.contact && !transactional) out.set(r.id, 'cancelled');
     // Deleted after this message was queued (campaigns/manage.ts cancels what it finds; this catches a late decision).
     else if (r.campaign_deleted) out.set(r.id, 'campaign deleted');
+    // Broadcasts only: an event-triggered send's stop halts new decisions, not what is queued.
+    else if (r.send_type === 'broadcast' && r.send_status === 'paused') out.set(r.id, 'paused');
+    else if (r.send_type === 'broadcast' && r.send_status === 'cancelled') out.set(r.id, 'cancelled');
     else if (!r.account) out.set(r.id, 'mail account deleted');
     else if (r.account.status !== 'active') out.set(r.id, 'cancelled');
     else if (!r.template) out.set(r.id, 'template deleted');

@@ -42,7 +42,9 @@ describe('campaign errors', () => {
       const details = await refused(f, body);
       assert.deepEqual(details, [{ field, message: 'is required' }]);
     }
-    assert.deepEqual(fields(await refused(f, {})), ['events', 'mail_account_ids', 'name', 'template_ids']);
+    // `events` depends on campaign_type (a broadcast has none): it is checked after the body's shape, so an
+    // empty body names the three fields every campaign needs.
+    assert.deepEqual(fields(await refused(f, {})), ['mail_account_ids', 'name', 'template_ids']);
   });
 
   test('name: empty, blank, too long or not a string', async () => {

@@ -69,7 +69,7 @@ function bodyFor(route: Route, b: Team, world: World): Record<string, unknown> |
   };
   if (key in bodies) return bodies[key];
   if (!isApi(route)) return route.method === 'POST' ? {} : undefined; // dashboard actions: the session's CSRF token only
-  if (['POST', 'PATCH', 'PUT'].includes(route.method) && !/\/(start|stop|enable|disable|resend)$/.test(route.path)) {
+  if (['POST', 'PATCH', 'PUT'].includes(route.method) && !/\/(start|stop|cancel|enable|disable|resend)$/.test(route.path)) {
     throw new Error(`no valid body for ${key}: add one to bodyFor in test/security/isolation.test.ts`);
   }
   return undefined;
