@@ -40,7 +40,7 @@ describe('mail accounts: create, list, get', () => {
     assert.equal(body.ok, true);
     const acc = body.mail_account;
     assert.deepEqual(Object.keys(acc).sort(), [
-      'campaign_share_percent', 'capture_replies', 'created_at', 'daily_limit', 'email', 'from_email', 'from_name', 'host', 'id', 'imap', 'port',
+      'campaign_share_percent', 'capture_replies', 'created_at', 'daily_limit', 'email', 'from_email', 'from_name', 'host', 'id', 'imap', 'max_per_minute', 'port',
       'security', 'status', 'team_id', 'updated_at', 'username', 'verp',
     ]);
     assert.equal(acc.imap, null);
