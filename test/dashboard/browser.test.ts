@@ -233,8 +233,8 @@ test('create and edit in Chromium: a template with its live preview, a mail acco
   await page.getByLabel('From e-mail').fill('hello@browser.example');
   await page.getByLabel('From name (optional)').fill('Browser Shop');
   await page.getByLabel(/^SMTP server/).fill('127.0.0.1');
-  await page.getByLabel('Port').fill(String(sink.port));
-  await page.getByLabel('Security').selectOption('none');
+  await page.getByLabel('Port', { exact: true }).fill(String(sink.port));
+  await page.getByLabel('Security', { exact: true }).selectOption('none');
   assert.ok(await page.getByLabel(/Check the connection and the login/).isChecked(), 'the check is on by default');
   await shot('mail-account-new');
   await page.getByRole('button', { name: 'Save mail account' }).click();

@@ -47,7 +47,7 @@ const NOT_TEAM_ROUTES: Record<string, string> = {
 
 const isApi = (r: Route) => r.path.startsWith('/public/v1/');
 /** Changes that make the row unusable afterwards: checked last, each on an id of its own. */
-const isDestructive = (r: Route) => r.method === 'DELETE' || (r.method === 'POST' && /\/(delete|revoke)$/.test(r.path));
+const isDestructive = (r: Route) => r.method === 'DELETE' || (r.method === 'POST' && /\/(delete|revoke|erase)$/.test(r.path));
 
 /** A valid body (API) or form (dashboard) for each route that takes one, so the request gets past validation to the lookup. */
 function bodyFor(route: Route, b: Team, world: World): Record<string, unknown> | undefined {
