@@ -10,8 +10,8 @@ import type { Db } from '../db/pool.ts';
 
 /** Days in the sends-and-opens table, today (UTC) included. */
 export const OVERVIEW_DAYS = 7;
-/** Each count stops here; past it the page shows "100000+". */
-export const COUNT_CAP = 100_000;
+/** Each count stops here; past it the page shows "10000+". */
+export const COUNT_CAP = 10_000;
 export const RECENT_EVENTS = 10;
 
 /** A count as shown: exact ("12"), a lower bound ("100000+", when the cap cut it) or "—" (before what was read). */
