@@ -5,6 +5,7 @@ import { loadConfig } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { openDatabase, type Database } from './db/open.ts';
 import { teamExists } from './teams/queries.ts';
+import { UUID_RE } from './lib/uuid.ts';
 
 /** The operation failed (exit 1). */
 export class CliError extends Error {}
@@ -18,7 +19,6 @@ export function packageVersion(): string {
   return (JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function uuid(value: string, what: string): string {
   if (!UUID_RE.test(value)) throw new UsageError(`${what} must be a UUID, got "${value}"`);

@@ -137,8 +137,7 @@ export function pageMeta(page: number, perPage: number, total: number) {
   };
 }
 
-/** A UUID in its plain form (ajv's `uuid` format also takes a `urn:uuid:` prefix, which PostgreSQL refuses). */
-export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export { UUID_RE } from '../lib/uuid.ts';
 export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
 /**
