@@ -19,7 +19,6 @@ export function packageVersion(): string {
   return (JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
 }
 
-
 export function uuid(value: string, what: string): string {
   if (!UUID_RE.test(value)) throw new UsageError(`${what} must be a UUID, got "${value}"`);
   return value.toLowerCase();

@@ -137,8 +137,7 @@ export function pageMeta(page: number, perPage: number, total: number) {
   };
 }
 
-export { UUID_RE } from '../lib/uuid.ts';
-export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+export { UUID_PATTERN, UUID_RE } from '../lib/uuid.ts';
 
 /**
  * For routes with `attachValidation`: a malformed path id names nothing of this
