@@ -111,6 +111,11 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
   });
 
   if (app) {
+    // The first team and its key are made and printed before the port opens: a
+    // script that waits for /healthz and then reads the key from the log (the
+    // README's walk-through does) must find it there. Listening first let a
+    // loaded machine answer /healthz while the key was not yet written.
+    const welcome = database.embedded ? await welcomeOnFirstStart(database.db, config) : undefined;
     try {
       await app.listen({ port: config.port, host: config.host });
     } catch (err) {
@@ -121,7 +126,6 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
       await stopAll();
       process.exit(1);
     }
-    const welcome = database.embedded ? await welcomeOnFirstStart(database.db, config) : undefined;
     await startBanner(database.db, config, { embedded: database.embedded, worker: !!worker, welcomed: welcome !== undefined }, log);
   } else {
     log.info({ allowed_private_targets: config.allowedPrivateTargets }, describeAllowList(config.allowedPrivateTargets, config.allowedPrivateTargetsSource));
