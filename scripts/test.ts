@@ -34,12 +34,25 @@ if (!env.DATABASE_URL) {
 env.APP_SECRET ??= randomBytes(32).toString('hex');
 env.LOG_LEVEL ??= 'silent';
 
+// --test-force-exit: a file whose tests have all finished exits even if
+// something it started (a timer, a client loop, a socket) keeps its event loop
+// alive; without it one such leak hung a CI run until CI's own time limit.
 const child = spawn(
   process.execPath,
-  ['--test', '--test-concurrency=3', '--test-timeout=120000', ...files],
+  ['--test', '--test-concurrency=3', '--test-timeout=120000', '--test-force-exit', ...files],
   { cwd: root, env, stdio: 'inherit' },
 );
+// The whole run has a ceiling too (normally it takes 10-15 minutes on 2 cores):
+// a stuck run fails with a message instead of running into CI's limit.
+const maxMinutes = Number(process.env.PLOVER_TEST_MAX_MINUTES ?? 45);
+const watchdog = setTimeout(() => {
+  process.stderr.write(`\nnpm test: still running after ${maxMinutes} minutes (PLOVER_TEST_MAX_MINUTES); stopping it\n`);
+  child.kill('SIGTERM');
+  setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+}, maxMinutes * 60_000);
+watchdog.unref();
 const code: number = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+clearTimeout(watchdog);
 if (embedded) {
   await embedded.stop();
   rmSync(dataDir!, { recursive: true, force: true });

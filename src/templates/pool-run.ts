@@ -35,7 +35,9 @@ export async function runTemplateTask<T>(pool: UntrustedPool, task: string, inpu
     return await pool.run<T>(task, input, budgetMs + POOL_QUEUE_ALLOWANCE_MS, team);
   } catch (err) {
     if (err instanceof UntrustedWorkError && err.reason !== 'overloaded') {
-      const what = { timeout: `took longer than ${budgetMs + POOL_QUEUE_ALLOWANCE_MS} ms`, memory: 'used more memory than allowed', crashed: 'stopped the renderer' }[err.reason];
+      // The backstop's timeout reads like the in-thread deadline's: which of the
+      // two fires first depends on the machine's load, not on the template.
+      const what = { timeout: 'took longer than its render budget', memory: 'used more memory than allowed', crashed: 'stopped the renderer' }[err.reason];
       throw new RenderFailure('content', err.reason, `template ${what}`);
     }
     throw err;

@@ -144,23 +144,31 @@ describe('database outage under load', () => {
       }
     });
 
-    await sleep(1_000);
-    await post('/public/v1/email/events', { event_name: 'lead.created', email: 'lead@dbfault.example.com' });
-    for (let i = 0; smtp.started() === 0; i++) {
-      assert.ok(i < 200, 'the send did not reach the SMTP server');
-      await sleep(50);
+    // The client loops run until `running` is false: stopped in `finally`, so a
+    // failed step here ends the test instead of leaving them looping (a CI run
+    // once hung 84 minutes on that).
+    let stopAt: number, stoppedAt: number, startAt: number, upAt: number;
+    try {
+      await sleep(1_000);
+      await post('/public/v1/email/events', { event_name: 'lead.created', email: 'lead@dbfault.example.com' });
+      // Generous: on a loaded 2-core machine the worker's first send has taken over 10 s.
+      for (let i = 0; smtp.started() === 0; i++) {
+        assert.ok(i < 600, 'the send did not reach the SMTP server within 30 s');
+        await sleep(50);
+      }
+      stopAt = Date.now();
+      await pgServer.stop('immediate');
+      stoppedAt = Date.now();
+      await sleep(OUTAGE_MS);
+      startAt = Date.now();
+      pgServer = await startEmbedded({ dataDir, port });
+      upAt = Date.now();
+      // Recovery window: the service must be answering 2xx again well within it.
+      await sleep(8_000);
+    } finally {
+      running = false;
+      await Promise.all(clients);
     }
-    const stopAt = Date.now();
-    await pgServer.stop('immediate');
-    const stoppedAt = Date.now();
-    await sleep(OUTAGE_MS);
-    const startAt = Date.now();
-    pgServer = await startEmbedded({ dataDir, port });
-    const upAt = Date.now();
-    // Recovery window: the service must be answering 2xx again well within it.
-    await sleep(8_000);
-    running = false;
-    await Promise.all(clients);
 
     const during = answers.filter((a) => a.start >= stoppedAt && a.end <= startAt);
     const failures = answers.filter((a) => a.status < 200 || a.status >= 300);

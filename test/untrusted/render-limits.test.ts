@@ -22,13 +22,15 @@ const cpuMs = () => {
 };
 
 /**
- * CPU time for n and 2n, each the best of several runs taken alternately (so a
- * GC pause hits both sizes alike); linear gives about 2, quadratic about 4.
+ * CPU time for n and 4n, each the best of several runs taken alternately (so a
+ * GC pause hits both sizes alike); linear gives about 4, quadratic about 16.
+ * (n against 2n was too close: linear measured 2.5-3.1 under load, because
+ * garbage collection grows with the heap, against a threshold of 3.)
  * Times under 10 ms count as 10 ms (timer resolution).
  */
 function growth(make: (n: number) => string, fn: (input: string) => unknown, n: number, runs = 7): { ratio: number; t1: number; t2: number } {
   const small = make(n);
-  const large = make(2 * n);
+  const large = make(4 * n);
   fn(small); // warm up the JIT
   let t1 = Infinity;
   let t2 = Infinity;
@@ -76,10 +78,10 @@ describe('rendering: linear HTML processing', () => {
   test("link rewriting is linear on '<a ' repeated 100,000 times (the regex took 10 s)", () => {
     const rewrite = (html: string) =>
       rewriteHtml(html, { rewriteHref: (u) => `https://t.example/c?u=${encodeURIComponent(u)}`, bodyEnd: '<img>', maxChars: 64 << 20 });
-    const g = growth((n) => '<a '.repeat(n), rewrite, 200_000);
-    assert.ok(g.ratio < 3, `doubling the input took ${g.ratio.toFixed(2)}× the time (${g.t1.toFixed(1)} → ${g.t2.toFixed(1)} ms)`);
-    const links = growth((n) => '<a href="https://example.com/x">x</a> '.repeat(n), rewrite, 20_000);
-    assert.ok(links.ratio < 3, `real links: ${links.ratio.toFixed(2)}× (${links.t1.toFixed(1)} → ${links.t2.toFixed(1)} ms)`);
+    const g = growth((n) => '<a '.repeat(n), rewrite, 100_000);
+    assert.ok(g.ratio < 8, `four times the input took ${g.ratio.toFixed(2)}× the time (${g.t1.toFixed(1)} → ${g.t2.toFixed(1)} ms)`);
+    const links = growth((n) => '<a href="https://example.com/x">x</a> '.repeat(n), rewrite, 10_000);
+    assert.ok(links.ratio < 8, `real links: ${links.ratio.toFixed(2)}× (${links.t1.toFixed(1)} → ${links.t2.toFixed(1)} ms)`);
   });
 
   test('link rewriting keeps the markup byte for byte except the rewritten hrefs; the fragment goes before </body>', () => {
@@ -102,10 +104,10 @@ describe('rendering: linear HTML processing', () => {
   });
 
   test('500 KB of nested markup becomes text in linear time (html-to-text: 31 s)', () => {
-    const tables = growth((n) => '<table><tr><td>x'.repeat(n), htmlToText, 16_000);
-    assert.ok(tables.ratio < 3, `nested tables: ${tables.ratio.toFixed(2)}× (${tables.t1.toFixed(1)} → ${tables.t2.toFixed(1)} ms)`);
-    const closes = growth((n) => '<div>'.repeat(n) + '</span>'.repeat(n), htmlToText, 32_000);
-    assert.ok(closes.ratio < 3, `unmatched closing tags: ${closes.ratio.toFixed(2)}×`);
+    const tables = growth((n) => '<table><tr><td>x'.repeat(n), htmlToText, 8_000);
+    assert.ok(tables.ratio < 8, `nested tables: ${tables.ratio.toFixed(2)}× (${tables.t1.toFixed(1)} → ${tables.t2.toFixed(1)} ms)`);
+    const closes = growth((n) => '<div>'.repeat(n) + '</span>'.repeat(n), htmlToText, 16_000);
+    assert.ok(closes.ratio < 8, `unmatched closing tags: ${closes.ratio.toFixed(2)}×`);
     const started = performance.now();
     htmlToText('<table><tr><td><ul><li>x'.repeat(Math.ceil(500_000 / 24)));
     assert.ok(performance.now() - started < 5_000);
@@ -134,12 +136,12 @@ describe('rendering: linear HTML processing', () => {
 
 describe('rendering: Liquid caps', () => {
   test('parsing is linear (1 MiB of tags took 17 s); a 1 MiB template parses well within its budget', () => {
-    const outputs = growth((n) => '{{ x }}'.repeat(n), parseTemplate, 40_000);
-    assert.ok(outputs.ratio < 3, `outputs: ${outputs.ratio.toFixed(2)}× (${outputs.t1.toFixed(1)} → ${outputs.t2.toFixed(1)} ms)`);
-    const ifs = growth((n) => '{% if a %}x{% endif %}'.repeat(n), parseTemplate, 16_000);
-    assert.ok(ifs.ratio < 3, `ifs: ${ifs.ratio.toFixed(2)}×`);
-    const liquidTag = growth((n) => `{% liquid\n${'echo a\n'.repeat(n)}%}`, parseTemplate, 32_000);
-    assert.ok(liquidTag.ratio < 3, `liquid tag: ${liquidTag.ratio.toFixed(2)}×`);
+    const outputs = growth((n) => '{{ x }}'.repeat(n), parseTemplate, 35_000, 4);
+    assert.ok(outputs.ratio < 8, `outputs: ${outputs.ratio.toFixed(2)}× (${outputs.t1.toFixed(1)} → ${outputs.t2.toFixed(1)} ms)`);
+    const ifs = growth((n) => '{% if a %}x{% endif %}'.repeat(n), parseTemplate, 11_000, 4);
+    assert.ok(ifs.ratio < 8, `ifs: ${ifs.ratio.toFixed(2)}×`);
+    const liquidTag = growth((n) => `{% liquid\n${'echo a\n'.repeat(n)}%}`, parseTemplate, 32_000, 4);
+    assert.ok(liquidTag.ratio < 8, `liquid tag: ${liquidTag.ratio.toFixed(2)}×`);
     const mib = '{{ x }}'.repeat(Math.floor((1 << 20) / 7));
     const started = performance.now();
     parseTemplate(mib);
