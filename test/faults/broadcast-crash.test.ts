@@ -81,10 +81,17 @@ describe('broadcast crash', () => {
         'SELECT status, count(*)::int AS n FROM email_send_log WHERE team_id = $1 GROUP BY status', [teamId]);
       return Object.fromEntries(rows.map((r) => [r.status, r.n])) as Record<string, number>;
     };
+    let last: Record<string, number> = {};
     await until('every message to be attempted', async () => {
-      const s = await statuses();
+      const s = (last = await statuses());
       return (s.sent ?? 0) + (s.sending ?? 0) === CONTACTS && s;
-    }, WAIT_MS);
+    }, WAIT_MS).catch(async (err: Error) => {
+      // What was left, and why: the statuses and the jobs not yet done.
+      const jobs = await t.database.pool.query(
+        `SELECT t.identifier, j.attempts, j.last_error, j.locked_by IS NOT NULL AS locked, j.run_at > now() AS later, count(*)::int AS n
+           FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id GROUP BY 1, 2, 3, 4, 5`);
+      throw new Error(`${err.message}: ${JSON.stringify(last)}; jobs ${JSON.stringify(jobs.rows)}`);
+    });
     // The lease running out, without waiting for it: interrupted rows become older than the lease; their jobs fail them.
     const interrupted = (await t.database.pool.query<{ id: string }>(
       `UPDATE email_send_log SET updated_at = now() - interval '1 hour' WHERE team_id = $1 AND status = 'sending' RETURNING id`, [teamId])).rows.map((r) => r.id);

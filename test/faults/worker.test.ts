@@ -72,7 +72,7 @@ describe('worker faults', () => {
     return Object.fromEntries(rows.map((r) => [r.status, r.n])) as Record<string, number>;
   };
 
-  test('kill -9 of a worker process mid-sending: nothing lost, nothing sent twice', { timeout: 60_000 }, async () => {
+  test('kill -9 of a worker process mid-sending: nothing lost, nothing sent twice', { timeout: 150_000 }, async () => {
     const CONTACTS = 300;
     // Each DATA answer takes 40 ms, so with 10 sends in flight a kill always lands mid-transaction.
     const smtp = await startFaultSmtp({ dataDelayMs: 40 });
