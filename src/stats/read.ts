@@ -7,7 +7,7 @@ import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import { STATS_KEYS, type StatsKey } from '../db/schema-stats.ts';
 
-export type StatsScope = { kind: 'campaign'; id: string } | { kind: 'transactional' } | { kind: 'account'; id: string };
+export type StatsScope = { kind: 'campaign'; id: string } | { kind: 'transactional' } | { kind: 'account'; id: string } | { kind: 'team' };
 export type Counts = Record<StatsKey, number>;
 export type Rates = Record<'delivery' | 'bounce' | 'human_open' | 'human_click' | 'click_to_open' | 'unsubscribe' | 'complaint', number | null>;
 export type StatsAnswer = {
@@ -45,6 +45,7 @@ function scopeSql(scope: StatsScope) {
     case 'campaign': return sql`source = 'campaign' AND campaign_id = ${scope.id}::uuid`;
     case 'transactional': return sql`source = 'transactional'`;
     case 'account': return sql`mail_account_id = ${scope.id}::uuid`;
+    case 'team': return sql`true`;
   }
 }
 
@@ -115,4 +116,36 @@ export async function readStats(
     return point;
   });
   return { from: range.from.toISOString(), to: range.to.toISOString(), interval, tz, totals, rates: ratesOf(totals), series };
+}
+
+export type BreakdownRow = { kind: 'campaign' | 'transactional' | 'account'; id: string | null; totals: Counts; rates: Rates };
+
+/**
+ * Totals per campaign, for transactional mail and per mail account over
+ * [from, to): the overview's table. Campaigns and accounts with nothing
+ * counted in the range are left out; at most `limit` of each, most sent first.
+ */
+export async function breakdown(db: Db, teamId: string, from: Date, to: Date, limit = 50): Promise<BreakdownRow[]> {
+  const cols = sql.raw(['source', 'campaign_id', 'mail_account_id', ...STATS_KEYS].join(', '));
+  const sums = sql.raw(STATS_KEYS.map((k) => `sum(${k})::float8 AS ${k}`).join(', '));
+  const where = sql`team_id = ${teamId}::uuid AND bucket >= ${from}::timestamptz AND bucket < ${to}::timestamptz`;
+  const { rows } = await sql<{ kind: BreakdownRow['kind']; id: string | null } & Counts>`
+    WITH raw AS (
+      SELECT ${cols} FROM stats_buckets WHERE ${where}
+      UNION ALL
+      SELECT ${cols} FROM stats_deltas WHERE ${where}
+    ), by_source AS (
+      SELECT CASE WHEN source = 'campaign' THEN 'campaign' ELSE 'transactional' END AS kind,
+             CASE WHEN source = 'campaign' THEN campaign_id END AS id, ${sums}
+        FROM raw GROUP BY 1, 2 ORDER BY sum(sent) DESC LIMIT ${limit + 1}
+    ), by_account AS (
+      SELECT 'account' AS kind, mail_account_id AS id, ${sums}
+        FROM raw WHERE mail_account_id IS NOT NULL GROUP BY 2 ORDER BY sum(sent) DESC LIMIT ${limit}
+    )
+    SELECT * FROM by_source UNION ALL SELECT * FROM by_account`.execute(db);
+  return rows.map((r) => {
+    const totals = zeroCounts();
+    for (const k of STATS_KEYS) totals[k] = Number(r[k]);
+    return { kind: r.kind, id: r.id, totals, rates: ratesOf(totals) };
+  });
 }
