@@ -121,3 +121,49 @@ test('campaign page: charts drawn from the API\'s numbers, table and CSV equal; 
   await page.goto(`${base}/mail-accounts/${account.id}/stats`);
   assert.match(await page.locator('#account-health').innerText(), /warning/);
 });
+
+test('webhook page: attempts and latency charts from the attempt logs, table and CSV', { skip, timeout: 120_000 }, async () => {
+  const me = await makeUserTeam(t.database.db, 'Webhook chart team');
+  const hook = await t.app.inject({
+    method: 'POST', url: '/public/v1/webhooks', headers: { 'x-api-key': me.key },
+    payload: { url: 'http://127.0.0.1:9/hook', events: ['email.sent'] },
+  });
+  assert.equal(hook.statusCode, 201, hook.body);
+  const webhookId = hook.json().webhook.id;
+  // Three deliveries now: two answered 200 (100 and 300 ms), one 500 (900 ms) after a failed attempt without answer (50 ms).
+  const attempt = (code: number | null, ms: number) => ({ at: new Date().toISOString(), response_code: code, duration_ms: ms, error: code === null ? 'timeout' : null });
+  for (const log of [[attempt(200, 100)], [attempt(200, 300)], [attempt(null, 50), attempt(500, 900)]]) {
+    await sql`INSERT INTO webhook_deliveries (id, team_id, webhook_id, event, payload, status, attempts, attempt_log)
+              VALUES (gen_random_uuid(), ${me.teamId}::uuid, ${webhookId}::uuid, 'email.sent', '{}', 'success', ${log.length}, ${JSON.stringify(log)}::jsonb)`.execute(t.database.db);
+  }
+  // Another webhook's deliveries do not show.
+  await sql`INSERT INTO webhook_deliveries (id, team_id, webhook_id, event, payload, status, attempts, attempt_log)
+            SELECT gen_random_uuid(), team_id, id, 'email.sent', '{}', 'success', 1, ${JSON.stringify([attempt(200, 5)])}::jsonb
+              FROM webhooks WHERE id <> ${webhookId}::uuid LIMIT 1`.execute(t.database.db);
+
+  const ctx = await browser.newContext();
+  const p = await ctx.newPage();
+  await p.goto(`${base}/sign-in`);
+  await p.getByLabel('E-mail').fill(me.email);
+  await p.getByLabel('Password').fill(PASSWORD);
+  await p.getByRole('button', { name: /Sign in/ }).click();
+  await p.waitForURL(`${base}/`);
+  await p.goto(`${base}/webhooks/${webhookId}`);
+  await p.waitForFunction(() => (globalThis as any).ploverCharts?.latency);
+  const drawn = await p.evaluate(() => ({ attempts: (globalThis as any).ploverCharts.attempts.data, latency: (globalThis as any).ploverCharts.latency.data }));
+  const today = drawn.attempts[0].length - 1;
+  assert.deepEqual([drawn.attempts[1][today], drawn.attempts[2][today]], [2, 2], 'succeeded 2, failed 2 (the timeout and the 500)');
+  assert.equal(drawn.attempts[1].slice(0, today).reduce((a: number, b: number) => a + b, 0), 0, 'nothing on other days');
+  // Durations 50, 100, 300, 900: median 200, 95th percentile 900 - 0.15 × 600 = 810.
+  assert.deepEqual([drawn.latency[1][today], drawn.latency[2][today]], [200, 810]);
+  await p.getByText('Table', { exact: true }).click();
+  const row = await p.locator('.stats-table tbody tr').first().locator('td').allInnerTexts();
+  assert.deepEqual(row.slice(1).map(Number), [4, 2, 2, 200, 810]);
+  const href = await p.getByRole('link', { name: 'Download CSV' }).getAttribute('href');
+  const csv = await p.evaluate(async (url) => (await fetch(url!)).text(), href);
+  const lines = csv.trim().split('\r\n');
+  assert.equal(lines[0], 'at,attempts,succeeded,failed,p50_ms,p95_ms');
+  assert.deepEqual(lines.at(-1)!.split(',').slice(1), ['4', '2', '2', '200', '810']);
+  await p.screenshot({ path: join(SCREENSHOTS, 'dashboard-webhook-chart.png'), fullPage: true });
+  await ctx.close();
+});
