@@ -37,6 +37,7 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   dsns: { bench: 'inbound', usage: '--dsns <n>             inbound: DSNs delivered to the listener per run (default 5000)' },
   'dkim-messages': { bench: 'dkim-sign', usage: '--dkim-messages <n>    dkim-sign: messages composed per mode and round (default 3000)' },
   claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
+  'stats-messages': { bench: 'stats', usage: '--stats-messages <n>   stats: messages of the measured campaign (default 1000000)' },
 };
 // Options that take text, and switches, of one benchmark only: they reach its
 // module as opts.text[name] and opts.switches[name].
@@ -46,6 +47,7 @@ const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
 };
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },
+  screenshots: { bench: 'stats', usage: '--screenshots          stats: full-page screenshots of the dashboard at this size into docs/screenshots/ (needs Chromium)' },
 };
 
 const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>] [benchmark options]

@@ -27,6 +27,7 @@ import { mailAccountsRoutes } from './mail/accounts-routes.ts';
 import { dkimRoutes } from './mail/dkim-routes.ts';
 import type { TxtResolver } from './mail/dns-check.ts';
 import { emailsRoutes } from './mail/emails-routes.ts';
+import { statsRoutes } from './stats/routes.ts';
 import { trackingRoutes } from './mail/tracking-routes.ts';
 import { pingRoutes } from './teams/routes.ts';
 import { templatesRoutes } from './templates/routes.ts';
@@ -176,6 +177,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       await api.register(suppressionsRoutes, { prefix: '/email/suppressions' });
       await api.register(providerWebhooksRoutes, { prefix: '/email/provider-webhooks' });
       await api.register(mailAccountImapRoutes, { prefix: '/email/mail-accounts' });
+      await api.register(statsRoutes, { prefix: '/email' });
     },
     { prefix: '/public/v1' },
   );

@@ -15,6 +15,8 @@ import { RETENTION_CRON } from './ops/retention.ts';
 import { AUTO_DISABLE_CRON } from './webhooks/auto-disable.ts';
 import { WebhookDispatcher } from './webhooks/dispatcher.ts';
 import { IMAP_POLL_CRON } from './inbound/imap/poll.ts';
+import { STATS_FOLD_CRON } from './stats/fold.ts';
+import { ACCOUNT_HEALTH_CRON } from './stats/health.ts';
 
 export type WorkerHandle = { readonly runner: Runner; dispatcher: WebhookDispatcher; stop(): Promise<void> };
 
@@ -75,7 +77,7 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
     },
     // Periodic tasks, one line each. graphile-worker runs each once per tick
     // across all worker processes (known_crontabs), however many there are.
-    crontab: [BACKLOG_CRON, RETENTION_CRON, AUTO_DISABLE_CRON, IMAP_POLL_CRON].join('\n'),
+    crontab: [BACKLOG_CRON, RETENTION_CRON, AUTO_DISABLE_CRON, IMAP_POLL_CRON, STATS_FOLD_CRON, ACCOUNT_HEALTH_CRON].join('\n'),
     logger,
     events,
   };

@@ -17,6 +17,8 @@ import { sendEmailTask } from './mail/send.ts';
 import { contactImportTask } from './contacts/imports.ts';
 import { imapPollTask } from './inbound/imap/poll.ts';
 import { buildBroadcastBatch, finishBroadcast } from './campaigns/broadcast.ts';
+import { foldStats } from './stats/fold.ts';
+import { accountHealthTask } from './stats/health.ts';
 
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
 export type TaskDeps = { db: Db; config: Config; now?: Clock };
@@ -53,5 +55,7 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
     imap_poll: imapPollTask({ db: deps.db, config: deps.config }),
     broadcast_build: async (payload) => buildBroadcastBatch(deps.db, payload.campaign_send_id, deps.config.appSecret),
     broadcast_finish: async (payload) => finishBroadcast(deps.db, payload.campaign_send_id),
+    stats_fold: async () => void (await foldStats(deps.db)),
+    account_health: accountHealthTask(deps.db),
   };
 }

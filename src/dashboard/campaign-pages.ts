@@ -19,6 +19,7 @@ import { publicStatus } from '../mail/emails-queries.ts';
 import { listTemplates } from '../templates/queries.ts';
 import { fieldList, numberField, queryField, rawField, schemaDetails, signedIn, signedInPost, user, UUID_RE, validationDetails } from './forms.ts';
 import { reasonInWords } from './decision-reasons.ts';
+import { csvReply, periodOf, periodStats, statsPanel, wantsCsv } from './stats-view.ts';
 import { pageNotFound } from './page-error.ts';
 import {
   CAMPAIGN_ROWS_PER_PAGE,
@@ -225,7 +226,12 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
     const decisionsBefore = queryField(request.query, 'decisions_before', 36);
     const latest = campaign.campaign_sends[0];
     const settings = settingsOf(campaign);
-    const [counts, parts, messageRows, decisionRows] = await Promise.all([
+    const period = periodOf(request);
+    if (wantsCsv(request)) {
+      return csvReply(reply, await periodStats(db, teamId, { kind: 'campaign', id: campaign.id }, period), `campaign-${campaign.id}-${period}`);
+    }
+    const [stats, counts, parts, messageRows, decisionRows] = await Promise.all([
+      periodStats(db, teamId, { kind: 'campaign', id: campaign.id }, period),
       campaignCounts(db, teamId, campaign.id),
       campaignParts(db, teamId, settings.template_ids, settings.mail_account_ids),
       campaignMessagePage(db, teamId, campaign.id, UUID_RE.test(sendsBefore) ? sendsBefore : undefined),
@@ -242,6 +248,7 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
       status: latest?.status ?? null,
       settings,
       counts,
+      panel: statsPanel(stats, period, `/campaigns/${campaign.id}`),
       templates: settings.template_ids.map((id) => parts.templates.find((t) => t.id === id) ?? { id, name: null, status: 'deleted' }),
       accounts: settings.mail_account_ids.map((id) => parts.accounts.find((a) => a.id === id) ?? { id, from_email: null, status: 'deleted' }),
       messages,

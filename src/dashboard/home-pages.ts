@@ -5,6 +5,7 @@ import { findTeam, renameTeam, teamNameProblem } from '../teams/queries.ts';
 import { field, queryField, signedIn, signedInPost, user } from './forms.ts';
 import { COUNT_CAP, overview, OVERVIEW_DAYS } from './overview.ts';
 import { pageNotFound } from './page-error.ts';
+import { csvReply, overviewBreakdown, periodOf, periodStats, statsPanel, wantsCsv } from './stats-view.ts';
 import { render } from './views.ts';
 
 export const TEAM_SETTINGS = '/settings/team';
@@ -14,8 +15,17 @@ export async function homePages(app: FastifyInstance): Promise<void> {
 
   app.get('/', async (request, reply) => {
     if (!request.dashboardUser) return reply.redirect('/sign-in', 303);
-    const data = await overview(db, user(request).teamId);
-    return render(request, reply, 'overview', { ...data, windowDays: OVERVIEW_DAYS, cap: COUNT_CAP });
+    const teamId = user(request).teamId;
+    const period = periodOf(request);
+    if (wantsCsv(request)) return csvReply(reply, await periodStats(db, teamId, { kind: 'team' }, period), `team-${period}`);
+    const [data, stats, parts] = await Promise.all([
+      overview(db, teamId),
+      periodStats(db, teamId, { kind: 'team' }, period),
+      overviewBreakdown(db, teamId, period),
+    ]);
+    return render(request, reply, 'overview', {
+      ...data, windowDays: OVERVIEW_DAYS, cap: COUNT_CAP, panel: statsPanel(stats, period, '/'), ...parts,
+    });
   });
 
   const settingsPage = async (teamId: string, extra: Record<string, unknown>) => {

@@ -7,6 +7,8 @@
 // back into a form. The form also sets the account's IMAP mailbox (the API's `imap` field; an empty IMAP server
 // removes it), each account links to its DKIM page, and delete (with a confirm step) goes through deleteMailAccount,
 // as DELETE /email/mail-accounts/{id}: its 409 (campaigns still use the account) is shown on the confirm page.
+import { sql } from 'kysely';
+import type { Db } from '../db/pool.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, type ErrorDetail } from '../lib/errors.ts';
 import { imapSettingsByAccount } from '../inbound/imap/settings.ts';
@@ -15,6 +17,7 @@ import { createMailAccount, findMailAccount, getMailAccountPassword, listMailAcc
 import { deleteMailAccount, updateMailAccount } from '../mail/accounts-manage.ts';
 import { SmtpVerifyError, verifySmtpLogin } from '../mail/transport.ts';
 import { numberField, queryField, rawField, signedIn, signedInPost, user, UUID_RE, validationDetails } from './forms.ts';
+import { csvReply, periodOf, periodStats, statsPanel, wantsCsv } from './stats-view.ts';
 import { pageNotFound } from './page-error.ts';
 import { render } from './views.ts';
 
@@ -109,11 +112,12 @@ export async function mailAccountPages(app: FastifyInstance): Promise<void> {
   async function listPage(request: FastifyRequest, reply: FastifyReply, extra: Record<string, unknown> = {}, status = 200) {
     const { rows, total } = await listMailAccounts(db, user(request).teamId, { page: 1, perPage: 100 });
     const imap = await imapSettingsByAccount(db, user(request).teamId, rows.map((r) => r.id));
+    const health = await accountHealth(db, user(request).teamId, rows.map((r) => r.id));
     return render(
       request,
       reply,
       'mail-accounts',
-      { accounts: rows.map((r) => ({ ...r, imap: imap.get(r.id) ?? null })), total, message: MESSAGES[queryField(request.query, 'done', 20)], ...extra },
+      { accounts: rows.map((r) => ({ ...r, imap: imap.get(r.id) ?? null, health: health.get(r.id) ?? 'ok' })), total, message: MESSAGES[queryField(request.query, 'done', 20)], ...extra },
       status,
     );
   }
@@ -134,6 +138,17 @@ export async function mailAccountPages(app: FastifyInstance): Promise<void> {
   }
 
   app.get('/mail-accounts', signedIn, async (request, reply) => listPage(request, reply));
+
+  // One account's statistics and health (all its mail, campaign and transactional).
+  app.get<IdParams>('/mail-accounts/:id/stats', signedIn, async (request, reply) => {
+    const a = await findOwn(request);
+    const teamId = user(request).teamId;
+    const period = periodOf(request);
+    const stats = await periodStats(db, teamId, { kind: 'account', id: a.id }, period);
+    if (wantsCsv(request)) return csvReply(reply, stats, `mail-account-${a.id}-${period}`);
+    const health = (await accountHealth(db, teamId, [a.id])).get(a.id) ?? 'ok';
+    return render(request, reply, 'mail-account-stats', { account: a, health, panel: statsPanel(stats, period, `/mail-accounts/${a.id}/stats`) });
+  });
 
   app.get('/mail-accounts/new', signedIn, async (request, reply) =>
     formPage(request, reply, {
@@ -240,4 +255,12 @@ export async function mailAccountPages(app: FastifyInstance): Promise<void> {
     }
     return reply.redirect('/mail-accounts?done=deleted', 303);
   });
+}
+
+/** The health state (stats/health.ts) of the team's accounts. */
+async function accountHealth(db: Db, teamId: string, ids: string[]): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await sql<{ id: string; health_state: string }>`
+    SELECT id, health_state FROM mail_accounts WHERE team_id = ${teamId}::uuid AND id = ANY (${ids}::uuid[])`.execute(db);
+  return new Map(rows.map((r) => [r.id, r.health_state]));
 }

@@ -3,6 +3,7 @@
 // its JSON-only behaviour.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -37,10 +38,15 @@ const SECURITY_HEADERS = {
 };
 
 const asset = (name: string, type: string) => ({ type, body: readFileSync(join(import.meta.dirname, 'static', name)) });
+const packageAsset = (specifier: string, type: string) => ({ type, body: readFileSync(fileURLToPath(import.meta.resolve(specifier))) });
 const STATIC: Record<string, { type: string; body: Buffer }> = {
   'dashboard.css': asset('dashboard.css', 'text/css; charset=utf-8'),
   'dashboard.js': asset('dashboard.js', 'text/javascript; charset=utf-8'),
   'favicon.svg': asset('favicon.svg', 'image/svg+xml'),
+  'charts.js': asset('charts.js', 'text/javascript; charset=utf-8'),
+  // uPlot (MIT), served from the installed package: no CDN.
+  'uPlot.iife.min.js': packageAsset('uplot/dist/uPlot.iife.min.js', 'text/javascript; charset=utf-8'),
+  'uPlot.min.css': packageAsset('uplot/dist/uPlot.min.css', 'text/css; charset=utf-8'),
 };
 const FAVICON_ICO = asset('favicon.ico', 'image/x-icon');
 

@@ -24,6 +24,8 @@ import {
 import { field, queryField, signedIn, signedInPost, user, UUID_RE } from './forms.ts';
 import { PageError, pageNotFound } from './page-error.ts';
 import { deliveryPage, DELIVERIES_PER_PAGE } from './queries.ts';
+import { PERIODS, periodOf, wantsCsv } from './stats-view.ts';
+import { webhookCsv, webhookStats } from './webhook-stats.ts';
 import { render } from './views.ts';
 
 type IdParams = { Params: { id: string } };
@@ -122,7 +124,15 @@ export async function webhookPages(app: FastifyInstance): Promise<void> {
     const status_ = queryField(request.query, 'status', 10);
     const filter = ['pending', 'success', 'failed'].includes(status_) ? (status_ as 'pending' | 'success' | 'failed') : undefined;
     const before = queryField(request.query, 'before', 36);
-    const rows = await deliveryPage(db, user(request).teamId, webhook.id, filter, UUID_RE.test(before) ? before : undefined);
+    const period = periodOf(request);
+    const [rows, chart] = await Promise.all([
+      deliveryPage(db, user(request).teamId, webhook.id, filter, UUID_RE.test(before) ? before : undefined),
+      webhookStats(db, user(request).teamId, webhook.id, period),
+    ]);
+    if (wantsCsv(request)) {
+      return reply.code(200).type('text/csv; charset=utf-8')
+        .header('content-disposition', `attachment; filename="webhook-${webhook.id}-${period}.csv"`).send(webhookCsv(chart.series));
+    }
     const more = rows.length > DELIVERIES_PER_PAGE;
     const deliveries = rows.slice(0, DELIVERIES_PER_PAGE).map((d) => ({
       ...d,
@@ -135,6 +145,7 @@ export async function webhookPages(app: FastifyInstance): Promise<void> {
       {
         webhook,
         deliveries,
+        chart: { ...chart, periods: Object.entries(PERIODS).map(([key, p]) => ({ key, label: p.label, current: key === period })) },
         filter: filter ?? '',
         statuses: ['pending', 'success', 'failed'],
         next: more ? deliveries[deliveries.length - 1].id : null,

@@ -4,6 +4,7 @@ import type { DashboardTables } from './schema-dashboard.ts';
 import type { DkimTables } from './schema-dkim.ts';
 import type { EngineTables } from './schema-engine.ts';
 import type { TrackingTables } from './schema-tracking.ts';
+import type { StatsTables } from './schema-stats.ts';
 import type { WebhookTables } from './schema-webhooks.ts';
 import type { InboundProviderTables } from './schema-inbound-providers.ts';
 import type { InboundTables } from './schema-inbound.ts';
@@ -29,7 +30,7 @@ export interface ApiKeysTable {
 }
 
 // Feature tables live in their own files (one owner each) and are joined here.
-export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables, InboundTables, InboundProviderTables, DkimTables {
+export interface Database extends Tables, EmailSendLogTables, WebhookTables, EngineTables, TrackingTables, DashboardTables, InboundTables, InboundProviderTables, DkimTables, StatsTables {
   teams: TeamsTable;
   api_keys: ApiKeysTable;
 }
@@ -136,6 +137,8 @@ export interface MailAccountsTable {
   /** Inbound (0019): signed per-message return path; signed Reply-To. */
   verp: Generated<boolean>;
   capture_replies: Generated<boolean>;
+  /** The bounce/complaint state last announced by email.account.health (0026). */
+  health_state: Generated<'ok' | 'warning' | 'critical'>;
 }
 
 export interface CampaignsTable {

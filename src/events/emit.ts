@@ -23,7 +23,8 @@ export type EventName =
   | 'email.complained'
   | 'email.bot.opened'
   | 'email.bot.clicked'
-  | 'webhook.disabled';
+  | 'webhook.disabled'
+  | 'email.account.health';
 
 export type NewEvent = {
   teamId: string;

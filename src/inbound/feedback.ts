@@ -27,6 +27,7 @@ import { emit, type EventName, type NewEvent } from '../events/emit.ts';
 import { suppress } from '../contacts/suppressions.ts';
 import { retryOnConflict } from '../lib/db-retry.ts';
 import { DEFAULT_INBOUND } from '../config-inbound.ts';
+import { addMessageFacts, type MessageFact } from '../stats/deltas.ts';
 
 type Tx = Transaction<Database>;
 
@@ -290,20 +291,60 @@ async function applyTx(tx: Tx, items: Feedback[], opts: FeedbackOptions): Promis
     }));
     // A bounce overrides sent, delivered and deferred (the relay accepted, then gave up), never a hard bounce;
     // a delivery report moves only `sent`.
-    await sql`
+    // The rows are locked (step 1), so `o` reads the status this UPDATE replaces.
+    const { rows: moved } = await sql<{ id: string; old: string; kind: FeedbackKind; at: Date }>`
       UPDATE email_send_log l
          SET status = CASE x.kind WHEN 'bounce_hard' THEN 'bounced_hard' WHEN 'bounce_soft' THEN 'bounced_soft' ELSE 'delivered' END,
              bounced_at = CASE WHEN x.kind LIKE 'bounce%' THEN x.at ELSE l.bounced_at END,
              delivered_at = CASE WHEN x.kind = 'delivered' THEN x.at ELSE l.delivered_at END,
              last_error = CASE WHEN x.kind LIKE 'bounce%' THEN coalesce(x.error, l.last_error) ELSE l.last_error END,
              updated_at = now()
-        FROM jsonb_to_recordset(${JSON.stringify(list)}::jsonb) AS x (id uuid, kind text, at timestamptz, error text)
-       WHERE l.id = x.id
+        FROM jsonb_to_recordset(${JSON.stringify(list)}::jsonb) AS x (id uuid, kind text, at timestamptz, error text),
+             (SELECT id, status FROM email_send_log WHERE id = ANY (${list.map((r) => r.id)}::uuid[])) o
+       WHERE l.id = x.id AND o.id = l.id
          AND CASE x.kind
                WHEN 'bounce_hard' THEN l.status IN ('sending', 'sent', 'delivered', 'deferred', 'bounced_soft')
                WHEN 'bounce_soft' THEN l.status IN ('sending', 'sent', 'delivered', 'deferred')
-               ELSE l.status = 'sent' END`.execute(tx);
+               ELSE l.status = 'sent' END
+      RETURNING l.id, o.status AS old, x.kind, x.at`.execute(tx);
+    // Statistics: each message in at most one bounce key (a soft bounce that
+    // becomes hard moves to bounced_hard at the hard bounce's time); a deferred
+    // message that bounces by report was handed to the relay, so it counts as
+    // sent too (one still `sending` is counted when its result is recorded).
+    const facts: MessageFact[] = [];
+    for (const m of moved) {
+      if (m.kind === 'delivered') facts.push({ messageId: m.id, key: 'delivered', at: m.at });
+      else {
+        facts.push({ messageId: m.id, key: m.kind === 'bounce_hard' ? 'bounced_hard' : 'bounced_soft', at: m.at });
+        if (m.old === 'bounced_soft') facts.push({ messageId: m.id, key: 'bounced_soft', at: m.at, by: -1 });
+        if (m.old === 'deferred') facts.push({ messageId: m.id, key: 'sent', at: m.at });
+      }
+    }
+    await addMessageFacts(tx, facts);
   }
+
+  // Complaints (one per message: their dedup key is the kind) and the first
+  // reply to a message count in the statistics at the report's time.
+  const replied = [...new Set(effective.filter((r) => r.kind === 'reply').map((r) => r.email_send_log_id))];
+  const earlierReplies = new Set<string>();
+  if (replied.length > 0) {
+    const { rows: counts } = await sql<{ id: string; n: number }>`
+      SELECT email_send_log_id AS id, count(*)::int AS n FROM message_feedback
+       WHERE email_send_log_id = ANY (${replied}::uuid[]) AND kind = 'reply' GROUP BY 1`.execute(tx);
+    for (const c of counts) {
+      if (c.n > effective.filter((r) => r.kind === 'reply' && r.email_send_log_id === c.id).length) earlierReplies.add(c.id);
+    }
+  }
+  const firstReply = new Map<string, string>();
+  for (const r of effective) {
+    if (r.kind !== 'reply' || earlierReplies.has(r.email_send_log_id)) continue;
+    const prev = firstReply.get(r.email_send_log_id);
+    if (!prev || r.occurred_at < prev) firstReply.set(r.email_send_log_id, r.occurred_at);
+  }
+  await addMessageFacts(tx, [
+    ...effective.filter((r) => r.kind === 'complaint').map((r) => ({ messageId: r.email_send_log_id, key: 'complained' as const, at: r.occurred_at })),
+    ...[...firstReply].map(([messageId, at]) => ({ messageId, key: 'replied' as const, at })),
+  ]);
 
   // 4. Contacts: counters and status (locked in id order, as send-record.ts does).
   const contacts = new Map<string, { id: string; team_id: string; soft: number; hard: number; complained: boolean; at: string }>();

@@ -24,6 +24,10 @@ export type JobPayloads = {
   broadcast_build: { campaign_send_id: string };
   /** Whether a fully listed broadcast has finished (campaigns/broadcast.ts). */
   broadcast_finish: { campaign_send_id: string };
+  /** Cron (stats/fold.ts): no payload. */
+  stats_fold: Record<string, never>;
+  /** Cron (stats/health.ts): no payload. */
+  account_health: Record<string, never>;
 };
 
 declare global {
@@ -62,6 +66,9 @@ const JOB_DEFAULTS: { [N in JobName]: { maxAttempts: number; priority: number } 
   // A batch is one transaction behind a stored cursor: a retry continues where the last commit left off.
   broadcast_build: { maxAttempts: 25, priority: JOB_PRIORITY.broadcast },
   broadcast_finish: { maxAttempts: 25, priority: JOB_PRIORITY.broadcast },
+  // The next minute's run folds what a failed one left.
+  stats_fold: { maxAttempts: 1, priority: JOB_PRIORITY.background },
+  account_health: { maxAttempts: 1, priority: JOB_PRIORITY.background },
 };
 
 export type JobSpec<N extends JobName> = { payload: JobPayloads[N]; priority?: number; runAt?: Date; maxAttempts?: number };

@@ -27,6 +27,7 @@ import { retryOnConflict } from '../lib/db-retry.ts';
 import { jitteredDelay } from '../lib/jitter.ts';
 import { suppress } from '../contacts/suppressions.ts';
 import { providerMessageId } from '../inbound/provider-id.ts';
+import { addMessageFacts, type MessageFact } from '../stats/deltas.ts';
 
 type Tx = Transaction<Database>;
 
@@ -134,6 +135,21 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
         provider_message_id: r.kind === 'sent' ? providerMessageId(r.outcome.response) : null,
       })))}::jsonb) AS x (id uuid, status text, message_id text, subject text, response text, last_error text, provider_message_id text)
      WHERE l.id = x.id`.execute(tx);
+
+  // Mail statistics: a message handed to the relay counts as sent once, at its
+  // final SMTP answer (accepted, or refused hard or soft), a refusal also as a
+  // bounce; each deferral counts as one. A bounce report that came first
+  // counted its own bounce (inbound/feedback.ts).
+  const facts: MessageFact[] = [];
+  for (const r of items) {
+    if (r.kind === 'failed') continue;
+    if (r.kind === 'temporary') facts.push({ messageId: r.row.id, key: 'deferred', at });
+    else {
+      facts.push({ messageId: r.row.id, key: 'sent', at });
+      if (r.kind !== 'sent') facts.push({ messageId: r.row.id, key: r.kind === 'hard' ? 'bounced_hard' : 'bounced_soft', at });
+    }
+  }
+  await addMessageFacts(tx, facts);
 
   // Per contact, per campaign send, per campaign: [sent, soft, hard].
   const contacts = new Map<string, number[]>();

@@ -8,6 +8,7 @@ import formbody from '@fastify/formbody';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { unsubscribeContacts } from '../contacts/queries.ts';
+import { addUnsubscribeFact } from '../stats/deltas.ts';
 import { recordHit, findRecipientForUnsubscribe, findSendForUnsubscribe, type HitInput } from './tracking.ts';
 import { AppError } from '../lib/errors.ts';
 import { statusOf } from '../http/errors.ts';
@@ -222,7 +223,9 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const found = await findSendForUnsubscribe(tx, id);
       if (!found) return undefined;
       // Unsubscribes the address the message went to, in the sending team only.
-      await unsubscribeContacts(tx, found.team_id, [normalizeEmail(found.email)], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+      const email = normalizeEmail(found.email);
+      const r = await unsubscribeContacts(tx, found.team_id, [email], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+      if (r.unsubscribed > 0) await addUnsubscribeFact(tx, found.team_id, email, id);
       return found;
     });
     if (!send) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);
@@ -260,7 +263,11 @@ export const trackingRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const found = await db.transaction().execute(async (tx) => {
         const f = await findRecipientForUnsubscribe(tx, r.teamId, r.by, r.value, config.appSecret);
         if (!f) return undefined;
-        if (!f.erased) await unsubscribeContacts(tx, f.team_id, [normalizeEmail(f.email)], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+        if (!f.erased) {
+          const email = normalizeEmail(f.email);
+          const u = await unsubscribeContacts(tx, f.team_id, [email], oneClick ? ONE_CLICK_REASON : LINK_REASON, oneClick ? 'one_click' : 'link');
+          if (u.unsubscribed > 0) await addUnsubscribeFact(tx, f.team_id, email, null);
+        }
         return f;
       });
       if (!found) return (await refusedAsFlood(request, reply)) ? reply : notFound(reply);

@@ -25,6 +25,7 @@ import type { Database } from '../db/schema.ts';
 import { emit, type EventName } from '../events/emit.ts';
 import { classifyHit, HONEYPOT_SAME_IP_SECONDS, HONEYPOT_WINDOW_SECONDS, RAPID_CLICK_WINDOW_MS, type BotDecision, type HitKind } from './bots.ts';
 import { retryOnConflict } from '../lib/db-retry.ts';
+import { addMessageFacts } from '../stats/deltas.ts';
 
 type Tx = Transaction<Database>;
 
@@ -242,9 +243,24 @@ async function countingHitTx(tx: Tx, hit: HitInput, limits: TrackingLimits): Pro
   }
   const event = eventName(hit.kind, c.decision.is_bot);
   const isBotEvent = event.startsWith('email.bot.');
-  await sql`INSERT INTO tracking_counted (email_send_log_id, team_id, kind, link, is_bot, counted_at)
-            VALUES (${send.id}::uuid, ${send.team_id}::uuid, ${hit.kind}, md5(${hit.url ?? ''}::text)::uuid, ${c.decision.is_bot}, ${send.now})
-            ON CONFLICT (email_send_log_id, kind, link, is_bot) DO UPDATE SET counted_at = EXCLUDED.counted_at`.execute(tx);
+  // Statistics count a message once per verdict: at its first counted open
+  // (or click, the honeypot being a link) of that verdict. The send row is
+  // locked, so this read sees every earlier count of the message.
+  const kinds = hit.kind === 'open' ? ['open'] : ['click', 'honeypot'];
+  const { rows: counted } = await sql<{ first: boolean }>`
+    WITH first AS (
+      SELECT NOT EXISTS (SELECT 1 FROM tracking_counted d
+                          WHERE d.email_send_log_id = ${send.id}::uuid AND d.kind = ANY (${kinds}::text[]) AND d.is_bot = ${c.decision.is_bot}) AS first
+    ), ins AS (
+      INSERT INTO tracking_counted (email_send_log_id, team_id, kind, link, is_bot, counted_at)
+      VALUES (${send.id}::uuid, ${send.team_id}::uuid, ${hit.kind}, md5(${hit.url ?? ''}::text)::uuid, ${c.decision.is_bot}, ${send.now})
+      ON CONFLICT (email_send_log_id, kind, link, is_bot) DO UPDATE SET counted_at = EXCLUDED.counted_at
+    )
+    SELECT first FROM first`.execute(tx);
+  if (counted[0]?.first) {
+    const key = hit.kind === 'open' ? (c.decision.is_bot ? 'opened_bot' : 'opened_human') : c.decision.is_bot ? 'clicked_bot' : 'clicked_human';
+    await addMessageFacts(tx, [{ messageId: send.id, key, at: send.now }]);
+  }
   if (!isBotEvent) await countContact(tx, send, hit.kind === 'open' ? 'open' : 'click');
   const [eventId = null] = await emit(tx, [
     { teamId: send.team_id, name: event, contactId: send.contact_id, payload: payloadOf(send, hit, c.decision, isBotEvent), occurredAt: send.now },

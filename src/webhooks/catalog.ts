@@ -19,6 +19,7 @@ export const WEBHOOK_EVENTS = [
   'email.lead.created',
   'email.sale.created',
   'webhook.disabled',
+  'email.account.health',
 ] as const;
 
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
@@ -88,6 +89,11 @@ export function samplePayload(event: WebhookEvent, now: Date = new Date()): Reco
         disabled_at: at,
         reason: 'every delivery attempt failed for 5 days (32 attempts since 2026-03-01T09:12:44.000Z)',
         last_failure_at: at,
+      };
+    case 'email.account.health':
+      return {
+        mail_account_id: randomUUID(), from_email: 'news@shop.example.com', window_hours: 24,
+        bounce_rate: 2.4, complaint_rate: 0.05, state: 'warning', previous_state: 'ok',
       };
   }
 }
