@@ -1,4 +1,4 @@
-// Row types of the mail statistics tables (migration 0026), joined into Database in schema.ts.
+// Row types of the mail statistics tables (migration 0024), joined into Database in schema.ts.
 import type { ColumnType, Generated } from 'kysely';
 
 type Ts = ColumnType<Date, Date | string, Date | string>;

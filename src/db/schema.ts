@@ -137,7 +137,7 @@ export interface MailAccountsTable {
   /** Inbound (0019): signed per-message return path; signed Reply-To. */
   verp: Generated<boolean>;
   capture_replies: Generated<boolean>;
-  /** The bounce/complaint state last announced by email.account.health (0026). */
+  /** The bounce/complaint state last announced by email.account.health (0024). */
   health_state: Generated<'ok' | 'warning' | 'critical'>;
 }
 
