@@ -16,6 +16,9 @@
 // turns any overlap into nothing (ON CONFLICT DO NOTHING): nobody is listed
 // twice and nobody is skipped. Memory holds one batch, never the list.
 //
+// Completion is not polled: the send completes after the write that ends its
+// last message has committed (campaigns/finish.ts says where).
+//
 // Sending goes through send_email (mail/send.ts) at the broadcast priority
 // (after transactional and event-triggered mail), SEND_BATCH messages a job:
 // the claim there re-checks suppressions and the contact's status, and holds a
@@ -28,14 +31,13 @@ import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
 import { SEND_BATCH } from '../mail/send.ts';
 import { suppressionsInForce, type SuppressionReason } from '../contacts/suppressions.ts';
 import { matchesSegment, segmentSql } from './segment.ts';
+import { completeFinishedSends } from './finish.ts';
 import type { SendDataValue } from './schemas.ts';
 
 type Tx = Transaction<Database>;
 
 /** Contacts read per list batch (one transaction each). */
 export const LIST_BATCH = 5000;
-/** Seconds between two checks of whether a fully listed send has finished. */
-const FINISH_CHECK_SECONDS = 5;
 
 const SUPPRESSED_SKIP: Record<SuppressionReason, SkipReason> = {
   unsubscribed: 'unsubscribed', bounced_hard: 'bounced', complained: 'complained',
@@ -59,23 +61,23 @@ type SendRow = {
 };
 type ContactRow = Record<string, unknown> & { id: string; team_id: string; email: string; status: string };
 
-/** One batch of the recipient list of a send; enqueues the next batch, or the finish check when the list is complete. */
+/** One batch of the recipient list of a send; enqueues the next batch, or, the list complete, completes the send if nothing is left to attempt (campaigns/finish.ts). */
 export async function buildBroadcastBatch(db: Db, sendId: string, appSecret: string | undefined, batch = LIST_BATCH): Promise<void> {
-  await db.transaction().execute(async (trx) => {
+  const listed = await db.transaction().execute(async (trx): Promise<boolean> => {
     const { rows } = await sql<SendRow>`
       SELECT s.id, s.team_id, s.campaign_id, s.status, s.send_data, s.list_cursor, s.list_built, s.total_recipients, s.next_send_at
         FROM campaign_sends s JOIN campaigns c ON c.id = s.campaign_id AND c.team_id = s.team_id AND c.deleted_at IS NULL
        WHERE s.id = ${sendId} FOR UPDATE OF s`.execute(trx);
     const send = rows[0];
-    if (!send) return;
+    if (!send) return false;
     if (send.status === 'scheduled') {
       // Moved later since this job was added (a PATCH replaces the job, but a run may have started first).
-      if (send.next_send_at && send.next_send_at.getTime() > Date.now() + 1000) return;
+      if (send.next_send_at && send.next_send_at.getTime() > Date.now() + 1000) return false;
       await sql`UPDATE campaign_sends SET status = 'sending', updated_at = now() WHERE id = ${sendId}`.execute(trx);
     } else if (send.status !== 'sending') {
-      return; // paused (start enqueues this job again), cancelled, completed
+      return false; // paused (start enqueues this job again), cancelled, completed
     }
-    if (send.list_built) return;
+    if (send.list_built) return false;
 
     const sd = send.send_data;
     const cap = sd.broadcast_send?.send_amount ?? 0;
@@ -156,9 +158,12 @@ export async function buildBroadcastBatch(db: Db, sendId: string, appSecret: str
     const done = capped || contacts.length < batch;
     await sql`
       UPDATE campaign_sends SET list_cursor = ${cursor}::uuid, list_built = ${done}, updated_at = now() WHERE id = ${sendId}`.execute(trx);
-    if (done) await scheduleFinishCheck(trx, sendId, 0);
-    else await scheduleBroadcast(trx, sendId, null);
+    if (!done) await scheduleBroadcast(trx, sendId, null);
+    return done;
   });
+  // The list is complete: when every message already has its result (or the
+  // last batch listed nobody), nothing else will complete the send.
+  if (listed) await completeFinishedSends(db, [sendId]);
 }
 
 async function activeAccounts(trx: Tx, teamId: string, ids: string[]): Promise<string[]> {
@@ -186,31 +191,12 @@ async function enqueueSends(db: Db | Tx, ids: string[]): Promise<void> {
   await addJobs(db, 'send_email', jobs);
 }
 
-async function scheduleFinishCheck(db: Db | Tx, sendId: string, delaySeconds: number): Promise<void> {
-  await sql`
-    SELECT graphile_worker.add_job('broadcast_finish', json_build_object('campaign_send_id', ${sendId}::text),
-             run_at := now() + make_interval(secs => ${delaySeconds}::int), max_attempts := 25,
-             priority := ${JOB_PRIORITY.broadcast}::int, job_key := ${`broadcast-finish:${sendId}`}, job_key_mode := 'replace')`.execute(db);
-}
-
 /**
- * A fully listed send whose messages have all been attempted (none `queued`,
- * `deferred` or `sending`) becomes `completed`; otherwise the check runs again
- * FINISH_CHECK_SECONDS later, while the send is `sending`.
+ * The broadcast_finish job of earlier versions (a check every 5 s): jobs
+ * queued before an upgrade run the check once; nothing enqueues it any more.
  */
 export async function finishBroadcast(db: Db, sendId: string): Promise<void> {
-  const { rows } = await sql<{ status: string; list_built: boolean; open: boolean }>`
-    SELECT s.status, s.list_built,
-           EXISTS (SELECT 1 FROM email_send_log l WHERE l.campaign_send_id = s.id
-                      AND l.status IN ('queued', 'deferred', 'sending')) AS open
-      FROM campaign_sends s WHERE s.id = ${sendId}`.execute(db);
-  const s = rows[0];
-  if (!s || s.status !== 'sending' || !s.list_built) return;
-  if (!s.open) {
-    await sql`UPDATE campaign_sends SET status = 'completed', updated_at = now() WHERE id = ${sendId} AND status = 'sending'`.execute(db);
-    return;
-  }
-  await scheduleFinishCheck(db, sendId, FINISH_CHECK_SECONDS);
+  await completeFinishedSends(db, [sendId]);
 }
 
 /**
@@ -269,7 +255,7 @@ export async function cancelBroadcast(db: Db, teamId: string, campaignId: string
 export async function pauseOrResume(
   db: Db, teamId: string, campaignId: string, action: 'start' | 'stop',
 ): Promise<{ kind: 'not_broadcast' | 'changed' | 'unchanged' } | { kind: 'conflict'; status: string }> {
-  return db.transaction().execute(async (trx) => {
+  const result = await db.transaction().execute(async (trx) => {
     const { rows } = await sql<{ id: string; status: string; campaign_type: string }>`
       SELECT s.id, s.status, c.campaign_type FROM campaign_sends s
         JOIN campaigns c ON c.id = s.campaign_id AND c.team_id = s.team_id AND c.deleted_at IS NULL
@@ -286,9 +272,11 @@ export async function pauseOrResume(
       if (send.status !== 'paused') return { kind: 'conflict' as const, status: send.status };
       await sql`UPDATE campaign_sends SET status = 'sending', updated_at = now() WHERE id = ${send.id}`.execute(trx);
       await resumeBroadcast(trx, send.id);
-      await scheduleFinishCheck(trx, send.id, FINISH_CHECK_SECONDS);
     }
     await sql`UPDATE campaigns SET updated_at = now() WHERE id = ${campaignId} AND team_id = ${teamId}`.execute(trx);
-    return { kind: 'changed' as const };
+    return { kind: 'changed' as const, sendId: send.id, resumed: action === 'start' };
   });
+  // Resumed with nothing left to send (every message ended while it was paused).
+  if (result.kind === 'changed' && result.resumed) await completeFinishedSends(db, [result.sendId]);
+  return result.kind === 'changed' ? { kind: 'changed' } : result;
 }

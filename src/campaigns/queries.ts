@@ -34,12 +34,19 @@ function campaignRows(where: RawBuilder<unknown>, tail: RawBuilder<unknown> = sq
                 'send_progress', CASE WHEN s.campaign_type = 'broadcast' THEN s.send_progress || (
                     SELECT jsonb_build_object(
                       'total_recipients', s.total_recipients, 'list_complete', s.list_built,
-                      'sent', count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')),
-                      'bounced', count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')),
-                      'remaining', count(*) FILTER (WHERE l.status IN ('queued', 'deferred', 'sending')),
-                      'total_sent', count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')),
-                      'total_bounced', count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')))
-                      FROM email_send_log l WHERE l.campaign_send_id = s.id AND l.team_id = s.team_id)
+                      'sent', p.sent, 'bounced', p.bounced, 'remaining', p.remaining,
+                      'total_sent', p.sent, 'total_bounced', p.bounced,
+                      -- Messages attempted per minute over the last 5 minutes, and when the
+                      -- remaining ones should be done at that pace (null when idle or done).
+                      'rate_per_minute', round(p.recent / 5.0, 1),
+                      'eta', CASE WHEN s.status = 'sending' AND p.remaining > 0 AND p.recent > 0
+                                  THEN ${iso(sql`(now() + make_interval(secs => (p.remaining * 300.0 / p.recent)::float8))`)} END)
+                      FROM (SELECT count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')) AS sent,
+                                   count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')) AS bounced,
+                                   count(*) FILTER (WHERE l.status IN ('queued', 'deferred', 'sending')) AS remaining,
+                                   count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')
+                                                      AND coalesce(l.sent_at, l.bounced_at) > now() - interval '5 minutes') AS recent
+                              FROM email_send_log l WHERE l.campaign_send_id = s.id AND l.team_id = s.team_id) p)
                   ELSE s.send_progress END,
                 'created_at', ${iso(sql`s.created_at`)},
                 'updated_at', ${iso(sql`s.updated_at`)}

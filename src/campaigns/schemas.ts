@@ -231,6 +231,8 @@ export const CampaignSend = Type.Object({
     bounced: Type.Optional(Type.Integer({ description: 'Broadcast: messages that bounced' })),
     remaining: Type.Optional(Type.Integer({ description: 'Broadcast: messages not yet attempted (queued, deferred or being sent)' })),
     list_complete: Type.Optional(Type.Boolean({ description: 'Broadcast: whether the recipient list is complete' })),
+    rate_per_minute: Type.Optional(Type.Number({ description: 'Broadcast: messages attempted per minute over the last 5 minutes' })),
+    eta: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'Broadcast: when the remaining messages should be attempted at that pace; null when idle, paused or done' })),
   }),
   created_at: DateTime,
   updated_at: DateTime,
