@@ -1,4 +1,4 @@
-// When a broadcast send is complete: its list is built and no message is left
+// When a broadcast or automation send is complete: its list is built and no message is left
 // to attempt. Checked after the writes that can end its last message have
 // committed (see completeFinishedSends), never by polling.
 import { sql, type Transaction } from 'kysely';
@@ -7,7 +7,7 @@ import type { Database } from '../db/schema.ts';
 
 type Tx = Transaction<Database>;
 
-const FINISHED = sql`s.status = 'sending' AND s.list_built AND s.campaign_type = 'broadcast'
+const FINISHED = sql`s.status = 'sending' AND s.list_built AND s.campaign_type IN ('broadcast', 'automation')
        AND NOT EXISTS (SELECT 1 FROM email_send_log l
                         WHERE l.campaign_send_id = s.id AND l.status IN ('queued', 'deferred', 'sending'))`;
 
