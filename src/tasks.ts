@@ -18,6 +18,7 @@ import { contactImportTask } from './contacts/imports.ts';
 import { imapPollTask } from './inbound/imap/poll.ts';
 import { buildBroadcastBatch, finishBroadcast } from './campaigns/broadcast.ts';
 import { foldStats } from './stats/fold.ts';
+import { runIteration } from './campaigns/automation.ts';
 import { accountHealthTask } from './stats/health.ts';
 
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
@@ -55,6 +56,7 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
     imap_poll: imapPollTask({ db: deps.db, config: deps.config }),
     broadcast_build: async (payload) => buildBroadcastBatch(deps.db, payload.campaign_send_id, deps.config.appSecret),
     broadcast_finish: async (payload) => finishBroadcast(deps.db, payload.campaign_send_id),
+    automation_iteration: async (payload) => runIteration(deps.db, payload.campaign_send_id, deps.config.appSecret),
     stats_fold: async () => void (await foldStats(deps.db)),
     account_health: accountHealthTask(deps.db),
   };

@@ -16,6 +16,9 @@
 // turns any overlap into nothing (ON CONFLICT DO NOTHING): nobody is listed
 // twice and nobody is skipped. Memory holds one batch, never the list.
 //
+// Completion is not polled: the send completes after the write that ends its
+// last message has committed (campaigns/finish.ts says where).
+//
 // Sending goes through send_email (mail/send.ts) at the broadcast priority
 // (after transactional and event-triggered mail), SEND_BATCH messages a job:
 // the claim there re-checks suppressions and the contact's status, and holds a
@@ -23,24 +26,18 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
-import type { SkipReason } from '../db/schema-engine.ts';
-import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
-import { SEND_BATCH } from '../mail/send.ts';
-import { suppressionsInForce, type SuppressionReason } from '../contacts/suppressions.ts';
-import { matchesSegment, segmentSql } from './segment.ts';
+import { JOB_PRIORITY } from '../lib/jobs.ts';
+import { segmentSql } from './segment.ts';
+import { chooseRecipients, enqueueSends, writeListEntries } from './list-writer.ts';
+import { completeFinishedSends } from './finish.ts';
+import { scheduleIteration } from './automation.ts';
 import type { SendDataValue } from './schemas.ts';
 
 type Tx = Transaction<Database>;
 
-/** Contacts read per list batch (one transaction each). */
-export const LIST_BATCH = 5000;
-/** Seconds between two checks of whether a fully listed send has finished. */
-const FINISH_CHECK_SECONDS = 5;
+export { LIST_BATCH } from './list-writer.ts';
+import { LIST_BATCH } from './list-writer.ts';
 
-const SUPPRESSED_SKIP: Record<SuppressionReason, SkipReason> = {
-  unsubscribed: 'unsubscribed', bounced_hard: 'bounced', complained: 'complained',
-  soft_bounce: 'suppressed', manual: 'suppressed', erased: 'suppressed',
-};
 
 /**
  * Adds (or moves) the job that starts building the list of a send at `runAt`
@@ -59,23 +56,23 @@ type SendRow = {
 };
 type ContactRow = Record<string, unknown> & { id: string; team_id: string; email: string; status: string };
 
-/** One batch of the recipient list of a send; enqueues the next batch, or the finish check when the list is complete. */
+/** One batch of the recipient list of a send; enqueues the next batch, or, the list complete, completes the send if nothing is left to attempt (campaigns/finish.ts). */
 export async function buildBroadcastBatch(db: Db, sendId: string, appSecret: string | undefined, batch = LIST_BATCH): Promise<void> {
-  await db.transaction().execute(async (trx) => {
+  const listed = await db.transaction().execute(async (trx): Promise<boolean> => {
     const { rows } = await sql<SendRow>`
       SELECT s.id, s.team_id, s.campaign_id, s.status, s.send_data, s.list_cursor, s.list_built, s.total_recipients, s.next_send_at
         FROM campaign_sends s JOIN campaigns c ON c.id = s.campaign_id AND c.team_id = s.team_id AND c.deleted_at IS NULL
        WHERE s.id = ${sendId} FOR UPDATE OF s`.execute(trx);
     const send = rows[0];
-    if (!send) return;
+    if (!send) return false;
     if (send.status === 'scheduled') {
       // Moved later since this job was added (a PATCH replaces the job, but a run may have started first).
-      if (send.next_send_at && send.next_send_at.getTime() > Date.now() + 1000) return;
+      if (send.next_send_at && send.next_send_at.getTime() > Date.now() + 1000) return false;
       await sql`UPDATE campaign_sends SET status = 'sending', updated_at = now() WHERE id = ${sendId}`.execute(trx);
     } else if (send.status !== 'sending') {
-      return; // paused (start enqueues this job again), cancelled, completed
+      return false; // paused (start enqueues this job again), cancelled, completed
     }
-    if (send.list_built) return;
+    if (send.list_built) return false;
 
     const sd = send.send_data;
     const cap = sd.broadcast_send?.send_amount ?? 0;
@@ -88,129 +85,27 @@ export async function buildBroadcastBatch(db: Db, sendId: string, appSecret: str
        WHERE team_id = ${send.team_id} AND (${send.list_cursor}::uuid IS NULL OR id > ${send.list_cursor}::uuid)
          AND ${inSegment}
        ORDER BY id LIMIT ${batch}`.execute(trx);
-    const matching = contacts.filter((c) => matchesSegment(c, rules));
-    const suppressed = await suppressionsInForce(trx, matching.map((c) => ({ team_id: c.team_id, email: c.email })), appSecret);
-
-    type Entry = { contact_id: string; email: string; reason: SkipReason | null };
-    const entries: Entry[] = [];
-    let sends = 0;
-    let cursor = send.list_cursor;
-    let capped = false;
-    for (const c of contacts) {
-      if (sends >= room) { capped = true; break; }
-      cursor = c.id;
-      if (!matchesSegment(c, rules)) continue;
-      const sup = suppressed.get(`${c.team_id}|${c.email}`);
-      let reason: SkipReason | null = null;
-      if (c.status === 'unsubscribed' || c.status === 'bounced' || c.status === 'complained') reason = c.status;
-      else if (c.status !== 'active') reason = 'suppressed';
-      else if (sup) reason = SUPPRESSED_SKIP[sup];
-      if (reason === null) sends++;
-      entries.push({ contact_id: c.id, email: c.email, reason });
-    }
-    if (sends >= room && cap > 0) capped = true;
-
-    const accounts = await activeAccounts(trx, send.team_id, sd.mail_account_ids ?? []);
-    const templates = await activeTemplates(trx, send.team_id, sd.template_ids ?? []);
-    if (entries.length > 0) {
-      // With no usable account or template the entry is still recorded, as a skip.
-      const resolved = entries.map((e) => ({
-        ...e,
-        reason: e.reason ?? (accounts.length === 0 ? 'no_mail_account' : templates.length === 0 ? 'no_template' : null),
-      }));
-      // Decisions first: a contact already listed (a batch run twice) returns no row and gets no message.
-      const { rows: listed } = await sql<{ id: string; contact_id: string; decision: string }>`
-        INSERT INTO campaign_decisions (team_id, event_id, campaign_id, campaign_send_id, contact_id, decision, reason, decided_at, list_entry)
-        SELECT ${send.team_id}, NULL, ${send.campaign_id}, ${sendId}, x.contact_id,
-               CASE WHEN x.reason IS NULL THEN 'send' ELSE 'skip' END, x.reason, now(), true
-          FROM jsonb_to_recordset(${JSON.stringify(resolved)}::jsonb) AS x (contact_id uuid, reason text)
-        ON CONFLICT (campaign_send_id, contact_id) WHERE list_entry DO NOTHING
-        RETURNING id, contact_id, decision`.execute(trx);
-      const emailOf = new Map(entries.map((e) => [e.contact_id, e.email]));
-      const toSend = listed.filter((d) => d.decision === 'send');
-      if (toSend.length > 0) {
-        // Rotation over accounts and templates by the recipient's position in the list.
-        const base = send.total_recipients;
-        const msgs = toSend.map((d, i) => ({
-          decision_id: d.id, contact_id: d.contact_id, email: emailOf.get(d.contact_id),
-          mail_account_id: accounts[(base + i) % accounts.length], template_id: templates[(base + i) % templates.length],
-        }));
-        const { rows: logs } = await sql<{ id: string }>`
-          WITH ins AS (
-            INSERT INTO email_send_log (team_id, campaign_id, campaign_send_id, contact_id, template_id, mail_account_id, email,
-                                        status, open_tracking, click_tracking, queued_at, created_at, updated_at)
-            SELECT ${send.team_id}, ${send.campaign_id}, ${sendId}, x.contact_id, x.template_id, x.mail_account_id, x.email,
-                   'queued', ${sd.open_tracking !== false}, ${sd.click_tracking !== false}, now(), now(), now()
-              FROM jsonb_to_recordset(${JSON.stringify(msgs)}::jsonb) AS x (contact_id uuid, template_id uuid, mail_account_id uuid, email text)
-            RETURNING id, contact_id
-          ), link AS (
-            UPDATE campaign_decisions d SET email_send_log_id = ins.id FROM ins
-             WHERE d.campaign_send_id = ${sendId} AND d.contact_id = ins.contact_id AND d.list_entry
-            RETURNING ins.id
-          )
-          SELECT id FROM link ORDER BY id`.execute(trx);
-        await enqueueSends(trx, logs.map((l) => l.id));
-      }
-      await sql`UPDATE campaign_sends SET total_recipients = total_recipients + ${toSend.length} WHERE id = ${sendId}`.execute(trx);
-    }
+    const chosen = await chooseRecipients(trx, contacts, rules, room, appSecret);
+    const capped = chosen.capped || (cap > 0 && chosen.sends >= room);
+    const cursor = chosen.cursor ?? send.list_cursor;
+    await writeListEntries(trx, send, chosen.entries);
     const done = capped || contacts.length < batch;
     await sql`
       UPDATE campaign_sends SET list_cursor = ${cursor}::uuid, list_built = ${done}, updated_at = now() WHERE id = ${sendId}`.execute(trx);
-    if (done) await scheduleFinishCheck(trx, sendId, 0);
-    else await scheduleBroadcast(trx, sendId, null);
+    if (!done) await scheduleBroadcast(trx, sendId, null);
+    return done;
   });
-}
-
-async function activeAccounts(trx: Tx, teamId: string, ids: string[]): Promise<string[]> {
-  if (ids.length === 0) return [];
-  const { rows } = await sql<{ id: string }>`
-    SELECT id FROM mail_accounts WHERE team_id = ${teamId} AND status = 'active' AND id = ANY (${ids}::uuid[])`.execute(trx);
-  const ok = new Set(rows.map((r) => r.id));
-  return ids.filter((id) => ok.has(id));
-}
-
-async function activeTemplates(trx: Tx, teamId: string, ids: string[]): Promise<string[]> {
-  if (ids.length === 0) return [];
-  const { rows } = await sql<{ id: string }>`
-    SELECT id FROM templates WHERE team_id = ${teamId} AND status = 'active' AND id = ANY (${ids}::uuid[])`.execute(trx);
-  const ok = new Set(rows.map((r) => r.id));
-  return ids.filter((id) => ok.has(id));
-}
-
-/** send_email jobs for queued messages, SEND_BATCH a job, at the broadcast priority. */
-async function enqueueSends(db: Db | Tx, ids: string[]): Promise<void> {
-  const jobs = [];
-  for (let i = 0; i < ids.length; i += SEND_BATCH) {
-    jobs.push({ payload: { email_send_log_ids: ids.slice(i, i + SEND_BATCH) }, priority: JOB_PRIORITY.broadcast });
-  }
-  await addJobs(db, 'send_email', jobs);
-}
-
-async function scheduleFinishCheck(db: Db | Tx, sendId: string, delaySeconds: number): Promise<void> {
-  await sql`
-    SELECT graphile_worker.add_job('broadcast_finish', json_build_object('campaign_send_id', ${sendId}::text),
-             run_at := now() + make_interval(secs => ${delaySeconds}::int), max_attempts := 25,
-             priority := ${JOB_PRIORITY.broadcast}::int, job_key := ${`broadcast-finish:${sendId}`}, job_key_mode := 'replace')`.execute(db);
+  // The list is complete: when every message already has its result (or the
+  // last batch listed nobody), nothing else will complete the send.
+  if (listed) await completeFinishedSends(db, [sendId]);
 }
 
 /**
- * A fully listed send whose messages have all been attempted (none `queued`,
- * `deferred` or `sending`) becomes `completed`; otherwise the check runs again
- * FINISH_CHECK_SECONDS later, while the send is `sending`.
+ * The broadcast_finish job of earlier versions (a check every 5 s): jobs
+ * queued before an upgrade run the check once; nothing enqueues it any more.
  */
 export async function finishBroadcast(db: Db, sendId: string): Promise<void> {
-  const { rows } = await sql<{ status: string; list_built: boolean; open: boolean }>`
-    SELECT s.status, s.list_built,
-           EXISTS (SELECT 1 FROM email_send_log l WHERE l.campaign_send_id = s.id
-                      AND l.status IN ('queued', 'deferred', 'sending')) AS open
-      FROM campaign_sends s WHERE s.id = ${sendId}`.execute(db);
-  const s = rows[0];
-  if (!s || s.status !== 'sending' || !s.list_built) return;
-  if (!s.open) {
-    await sql`UPDATE campaign_sends SET status = 'completed', updated_at = now() WHERE id = ${sendId} AND status = 'sending'`.execute(db);
-    return;
-  }
-  await scheduleFinishCheck(db, sendId, FINISH_CHECK_SECONDS);
+  await completeFinishedSends(db, [sendId]);
 }
 
 /**
@@ -218,8 +113,9 @@ export async function finishBroadcast(db: Db, sendId: string): Promise<void> {
  * and every message still `queued` gets a send job again (keyset by id, in
  * one statement per LIST_BATCH). Called in the transaction that set `sending`.
  */
-export async function resumeBroadcast(trx: Db | Tx, sendId: string): Promise<void> {
-  await scheduleBroadcast(trx, sendId, null);
+export async function resumeBroadcast(trx: Db | Tx, sendId: string, kind: 'broadcast' | 'automation' = 'broadcast'): Promise<void> {
+  if (kind === 'broadcast') await scheduleBroadcast(trx, sendId, null);
+  else await scheduleIteration(trx, sendId, 'due');
   let after: string | null = null;
   for (;;) {
     const { rows }: { rows: { id: string }[] } = await sql<{ id: string }>`
@@ -244,7 +140,7 @@ export async function cancelBroadcast(db: Db, teamId: string, campaignId: string
     const { rows } = await sql<{ id: string; status: string }>`
       SELECT s.id, s.status FROM campaign_sends s
         JOIN campaigns c ON c.id = s.campaign_id AND c.team_id = s.team_id AND c.deleted_at IS NULL
-       WHERE s.campaign_id = ${campaignId} AND s.team_id = ${teamId} AND c.campaign_type = 'broadcast'
+       WHERE s.campaign_id = ${campaignId} AND s.team_id = ${teamId} AND c.campaign_type IN ('broadcast', 'automation')
        ORDER BY s.created_at DESC, s.id DESC LIMIT 1 FOR UPDATE OF s`.execute(trx);
     const send = rows[0];
     if (!send) return { status: null };
@@ -269,14 +165,14 @@ export async function cancelBroadcast(db: Db, teamId: string, campaignId: string
 export async function pauseOrResume(
   db: Db, teamId: string, campaignId: string, action: 'start' | 'stop',
 ): Promise<{ kind: 'not_broadcast' | 'changed' | 'unchanged' } | { kind: 'conflict'; status: string }> {
-  return db.transaction().execute(async (trx) => {
+  const result = await db.transaction().execute(async (trx) => {
     const { rows } = await sql<{ id: string; status: string; campaign_type: string }>`
       SELECT s.id, s.status, c.campaign_type FROM campaign_sends s
         JOIN campaigns c ON c.id = s.campaign_id AND c.team_id = s.team_id AND c.deleted_at IS NULL
        WHERE s.campaign_id = ${campaignId} AND s.team_id = ${teamId}
        ORDER BY s.created_at DESC, s.id DESC LIMIT 1 FOR UPDATE OF s`.execute(trx);
     const send = rows[0];
-    if (!send || send.campaign_type !== 'broadcast') return { kind: 'not_broadcast' as const };
+    if (!send || (send.campaign_type !== 'broadcast' && send.campaign_type !== 'automation')) return { kind: 'not_broadcast' as const };
     if (action === 'stop') {
       if (send.status === 'paused') return { kind: 'unchanged' as const };
       if (send.status !== 'scheduled' && send.status !== 'sending') return { kind: 'conflict' as const, status: send.status };
@@ -284,11 +180,17 @@ export async function pauseOrResume(
     } else {
       if (send.status === 'sending' || send.status === 'scheduled') return { kind: 'unchanged' as const };
       if (send.status !== 'paused') return { kind: 'conflict' as const, status: send.status };
-      await sql`UPDATE campaign_sends SET status = 'sending', updated_at = now() WHERE id = ${send.id}`.execute(trx);
-      await resumeBroadcast(trx, send.id);
-      await scheduleFinishCheck(trx, send.id, FINISH_CHECK_SECONDS);
+      // A start after the delivery-rate guard paused the send lets the next iteration past the guard once.
+      await sql`UPDATE campaign_sends SET status = 'sending', updated_at = now(),
+                  guard_passed_iteration = CASE WHEN pause_reason = 'delivery_rate' THEN current_iteration + 1 ELSE guard_passed_iteration END,
+                  pause_reason = NULL
+                WHERE id = ${send.id}`.execute(trx);
+      await resumeBroadcast(trx, send.id, send.campaign_type as 'broadcast' | 'automation');
     }
     await sql`UPDATE campaigns SET updated_at = now() WHERE id = ${campaignId} AND team_id = ${teamId}`.execute(trx);
-    return { kind: 'changed' as const };
+    return { kind: 'changed' as const, sendId: send.id, resumed: action === 'start' };
   });
+  // Resumed with nothing left to send (every message ended while it was paused).
+  if (result.kind === 'changed' && result.resumed) await completeFinishedSends(db, [result.sendId]);
+  return result.kind === 'changed' ? { kind: 'changed' } : result;
 }

@@ -12,6 +12,7 @@ import type { CampaignValue, CreateCampaignInput, SendDataValue, TriggerEvent } 
 import { duplicateIds } from './manage.ts';
 import { checkSegmentRules } from './segment.ts';
 import { scheduleBroadcast } from './broadcast.ts';
+import { scheduleIteration } from './automation.ts';
 import { buildSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
 
 /**
@@ -35,10 +36,14 @@ export async function prepareCampaign(
   const mailAccountIds = body.mail_account_ids.map(canonicalUuid);
   details.push(...duplicateIds(templateIds, 'template_ids'), ...duplicateIds(mailAccountIds, 'mail_account_ids'));
   const broadcast = body.campaign_type === 'broadcast';
-  if (!broadcast && !body.events) details.push({ field: 'events', message: 'is required' });
-  if (broadcast && body.events) details.push({ field: 'events', message: 'a broadcast has no trigger events' });
+  const automation = body.campaign_type === 'automation';
+  const listed = broadcast || automation;
+  if (!listed && !body.events) details.push({ field: 'events', message: 'is required' });
+  if (listed && body.events) details.push({ field: 'events', message: `a${automation ? 'n automation' : ' broadcast'} has no trigger events` });
   if (!broadcast && body.broadcast_send) details.push({ field: 'broadcast_send', message: 'only a broadcast takes broadcast_send' });
-  const events = broadcast ? [] : normalizeEvents(body.events ?? []);
+  if (!automation && body.automation_send) details.push({ field: 'automation_send', message: 'only an automation takes automation_send' });
+  if (automation && !body.automation_send) details.push({ field: 'automation_send', message: 'is required (iteration_send_amount and send_interval)' });
+  const events = listed ? [] : normalizeEvents(body.events ?? []);
   details.push(...checkSegmentRules(body.segment_query?.rules ?? []));
 
   const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
@@ -57,11 +62,14 @@ export async function prepareCampaign(
 export async function createEventCampaign(db: Db, teamId: string, body: CreateCampaignInput): Promise<CampaignValue> {
   return db.transaction().execute(async (trx) => {
     const { name, events, sendData } = await prepareCampaign(trx, teamId, body);
-    const broadcast = body.campaign_type === 'broadcast';
-    const { campaignId: id, sendId } = await insertEventCampaign(trx, { teamId, name, events, sendData, broadcast });
-    if (broadcast) {
+    const kind = body.campaign_type ?? 'event_triggered';
+    const { campaignId: id, sendId } = await insertEventCampaign(trx, { teamId, name, events, sendData, kind });
+    if (kind === 'broadcast') {
       const at = sendData.broadcast_send.scheduled_send_time;
       await scheduleBroadcast(trx, sendId, at ? new Date(at) : null);
+    } else if (kind === 'automation') {
+      const at = sendData.automation_send.scheduled_send_time;
+      await scheduleIteration(trx, sendId, at ? new Date(at) : null);
     }
     return (await getCampaign(trx, teamId, id))!;
   });

@@ -6,10 +6,11 @@ import { Type } from 'typebox';
 import type { Db } from '../db/pool.ts';
 import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { scheduleBroadcast } from './broadcast.ts';
+import { scheduleIteration } from './automation.ts';
 import { bodyChecker, compileBodyValidator } from '../http/schemas.ts';
 import { getCampaign, lockActiveMailAccountIds, lockActiveTemplateIds } from './queries.ts';
 import { UpdateCampaignBody, type CampaignValue, type SendDataValue, type UpdateCampaignInput } from './schemas.ts';
-import { canonicalUuid, normalizeEvents } from './send-data.ts';
+import { automationSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
 import { checkSegmentRules } from './segment.ts';
 
 const checkPatch = bodyChecker(UpdateCampaignBody);
@@ -80,12 +81,14 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
       });
     }
     const broadcast = current.campaign_type === 'broadcast';
+    const automation = current.campaign_type === 'automation';
     if (patch.broadcast_send && !broadcast) details.push({ field: 'broadcast_send', message: 'only a broadcast takes broadcast_send' });
-    if (patch.events && broadcast) details.push({ field: 'events', message: 'a broadcast has no trigger events' });
+    if (patch.automation_send && !automation) details.push({ field: 'automation_send', message: 'only an automation takes automation_send' });
+    if (patch.events && (broadcast || automation)) details.push({ field: 'events', message: `a${automation ? 'n automation' : ' broadcast'} has no trigger events` });
     if (details.length > 0) throw validationFailed(details, 'invalid campaign');
-    // A broadcast's audience and schedule are fixed once its send has started.
-    if (broadcast && (patch.broadcast_send || patch.segment_query) && current.send_status !== 'scheduled') {
-      throw new AppError('CONFLICT', `the broadcast's send is ${current.send_status}; its segment and schedule can be changed only while it is scheduled`);
+    // A broadcast's or automation's audience and schedule are fixed once its send has started.
+    if ((broadcast || automation) && (patch.broadcast_send || patch.automation_send || patch.segment_query) && current.send_status !== 'scheduled') {
+      throw new AppError('CONFLICT', `the ${current.campaign_type}'s send is ${current.send_status}; its segment and schedule can be changed only while it is scheduled`);
     }
 
     const sd = current.send_data!;
@@ -101,6 +104,7 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
       open_tracking: patch.open_tracking ?? sd.open_tracking,
       click_tracking: patch.click_tracking ?? sd.click_tracking,
       segment_query: patch.segment_query ? { rules: patch.segment_query.rules } : sd.segment_query,
+      automation_send: automationSendData(patch.automation_send, sd.automation_send),
       broadcast_send: {
         send_amount: bs?.send_amount ?? sd.broadcast_send.send_amount,
         scheduled_send_time: bs && bs.scheduled_send_time !== undefined
@@ -129,6 +133,11 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
         const at = sendData.broadcast_send.scheduled_send_time;
         await sql`UPDATE campaign_sends SET next_send_at = ${at}::timestamptz WHERE id = ${current.send_id}`.execute(trx);
         await scheduleBroadcast(trx, current.send_id, at ? new Date(at) : null);
+      }
+      if (automation && patch.automation_send && current.send_status === 'scheduled') {
+        const at = sendData.automation_send.scheduled_send_time;
+        await sql`UPDATE campaign_sends SET next_send_at = ${at}::timestamptz WHERE id = ${current.send_id}`.execute(trx);
+        await scheduleIteration(trx, current.send_id, at ? new Date(at) : null);
       }
     }
     return (await getCampaign(trx, teamId, id))!;

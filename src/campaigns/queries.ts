@@ -31,15 +31,23 @@ function campaignRows(where: RawBuilder<unknown>, tail: RawBuilder<unknown> = sq
                 'next_send_at', ${iso(sql`s.next_send_at`)},
                 'next_send_countdown', s.next_send_countdown,
                 'send_data', s.send_data,
-                'send_progress', CASE WHEN s.campaign_type = 'broadcast' THEN s.send_progress || (
+                'send_progress', CASE WHEN s.campaign_type IN ('broadcast', 'automation') THEN s.send_progress || (
                     SELECT jsonb_build_object(
                       'total_recipients', s.total_recipients, 'list_complete', s.list_built,
-                      'sent', count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')),
-                      'bounced', count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')),
-                      'remaining', count(*) FILTER (WHERE l.status IN ('queued', 'deferred', 'sending')),
-                      'total_sent', count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')),
-                      'total_bounced', count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')))
-                      FROM email_send_log l WHERE l.campaign_send_id = s.id AND l.team_id = s.team_id)
+                      'current_iteration', s.current_iteration, 'pause_reason', s.pause_reason,
+                      'sent', p.sent, 'bounced', p.bounced, 'remaining', p.remaining,
+                      'total_sent', p.sent, 'total_bounced', p.bounced,
+                      -- Messages attempted per minute over the last 5 minutes, and when the
+                      -- remaining ones should be done at that pace (null when idle or done).
+                      'rate_per_minute', round(p.recent / 5.0, 1),
+                      'eta', CASE WHEN s.status = 'sending' AND p.remaining > 0 AND p.recent > 0
+                                  THEN ${iso(sql`(now() + make_interval(secs => (p.remaining * 300.0 / p.recent)::float8))`)} END)
+                      FROM (SELECT count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')) AS sent,
+                                   count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')) AS bounced,
+                                   count(*) FILTER (WHERE l.status IN ('queued', 'deferred', 'sending')) AS remaining,
+                                   count(*) FILTER (WHERE l.status IN ('sent', 'delivered', 'bounced_soft', 'bounced_hard')
+                                                      AND coalesce(l.sent_at, l.bounced_at) > now() - interval '5 minutes') AS recent
+                              FROM email_send_log l WHERE l.campaign_send_id = s.id AND l.team_id = s.team_id) p)
                   ELSE s.send_progress END,
                 'created_at', ${iso(sql`s.created_at`)},
                 'updated_at', ${iso(sql`s.updated_at`)}
@@ -101,8 +109,12 @@ async function lockActiveIds(trx: Transaction<Database>, table: 'templates' | 'm
 /** Inserts an event-triggered campaign and its first send (status active); returns the campaign id. */
 export async function insertEventCampaign(
   trx: Transaction<Database>,
-  c: { teamId: string; name: string; events: TriggerEvent[]; sendData: SendDataValue; broadcast?: boolean },
+  c: { teamId: string; name: string; events: TriggerEvent[]; sendData: SendDataValue; kind?: 'event_triggered' | 'broadcast' | 'automation' },
 ): Promise<{ campaignId: string; sendId: string }> {
+  const kind = c.kind ?? 'event_triggered';
+  const listed = kind !== 'event_triggered';
+  const startAt = kind === 'broadcast' ? c.sendData.broadcast_send.scheduled_send_time
+    : kind === 'automation' ? c.sendData.automation_send.scheduled_send_time : null;
   // jsonb values go as JSON text: pg would send a JS array as a PostgreSQL array.
   const sendData = JSON.stringify(c.sendData);
   const campaign = await trx
@@ -110,8 +122,8 @@ export async function insertEventCampaign(
     .values({
       team_id: c.teamId,
       name: c.name,
-      delivery_type: c.broadcast ? 'broadcast' : 'event',
-      campaign_type: c.broadcast ? 'broadcast' : 'event_triggered',
+      delivery_type: kind === 'event_triggered' ? 'event' : kind,
+      campaign_type: kind,
       meta: '[]',
       draft_data: JSON.stringify({ last_sent_at: null, send_data: c.sendData }),
       trigger_events: c.events,
@@ -123,9 +135,9 @@ export async function insertEventCampaign(
     .values({
       team_id: c.teamId,
       campaign_id: campaign.id,
-      campaign_type: c.broadcast ? 'broadcast' : 'event_triggered',
-      status: c.broadcast ? 'scheduled' : 'active',
-      next_send_at: c.broadcast && c.sendData.broadcast_send.scheduled_send_time ? new Date(c.sendData.broadcast_send.scheduled_send_time) : null,
+      campaign_type: kind,
+      status: listed ? 'scheduled' : 'active',
+      next_send_at: startAt ? new Date(startAt) : null,
       send_data: sendData,
     })
     .returning('id')

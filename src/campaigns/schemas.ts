@@ -36,6 +36,35 @@ const BroadcastSendInput = Type.Object(
   { additionalProperties: false },
 );
 
+/** Automation sends (warm-up batches): at most this many recipients an iteration, and seconds between iterations. */
+export const MAX_ITERATION_SEND_AMOUNT = 1_000_000;
+export const MAX_SEND_INTERVAL_SECONDS = 366 * 86_400;
+
+const AutomationSendInput = Type.Object(
+  {
+    scheduled_send_time: Type.Optional(
+      Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When iteration 1 starts (UTC); null or absent: at once' }),
+    ),
+    iteration_send_amount: Type.Integer({ minimum: 1, maximum: MAX_ITERATION_SEND_AMOUNT, description: 'Recipients of iteration 1 (and of every iteration unless incremental)' }),
+    send_interval: Type.Integer({ minimum: 1, maximum: MAX_SEND_INTERVAL_SECONDS, description: 'Seconds from one iteration to the next' }),
+    is_incremental_send: Type.Optional(Type.Boolean({ default: false, description: 'Iteration k sends iteration_send_amount × k' })),
+    max_iteration_send_amount: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: MAX_ITERATION_SEND_AMOUNT, default: 0, description: 'Caps an incremental iteration; 0: no cap' }),
+    ),
+    max_iterations: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, default: 0, description: 'Ends after this many iterations; 0: no limit' })),
+    send_amount: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: MAX_SEND_AMOUNT, default: 0, description: 'Ends after this many recipients in total; 0: no limit' }),
+    ),
+    min_delivery_rate: Type.Optional(
+      Type.Integer({
+        minimum: 0, maximum: 100, default: 0,
+        description: 'Before each iteration after the first: pause (pause_reason delivery_rate) when (sent − bounced) ÷ sent so far, in percent, is below it; 0: never',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 const HeaderText = (description: string) => Type.String({ maxLength: 255, description });
 
 export const CreateCampaignBody = Type.Object(
@@ -44,9 +73,9 @@ export const CreateCampaignBody = Type.Object(
     template_ids: IdList('active templates, used in rotation'),
     mail_account_ids: IdList('active mail accounts used for sending'),
     campaign_type: Type.Optional(
-      Type.Enum(['event_triggered', 'broadcast'], {
+      Type.Enum(['event_triggered', 'broadcast', 'automation'], {
         default: 'event_triggered',
-        description: '`event_triggered` (default) or `broadcast` (one send to the segment, at `broadcast_send.scheduled_send_time`)',
+        description: '`event_triggered` (default), `broadcast` (one send to the segment, at `broadcast_send.scheduled_send_time`) or `automation` (the segment in growing batches, `automation_send`)',
       }),
     ),
     events: Type.Optional(
@@ -57,6 +86,7 @@ export const CreateCampaignBody = Type.Object(
       }),
     ),
     broadcast_send: Type.Optional(BroadcastSendInput),
+    automation_send: Type.Optional(AutomationSendInput),
     // Extensions (docs/decisions.md, Campaigns): every field of send_data a client may set.
     from_name: Type.Optional(HeaderText('Sender display name (default: empty)')),
     reply_to_name: Type.Optional(HeaderText('Reply-To display name (default: empty)')),
@@ -108,6 +138,7 @@ export const UpdateCampaignBody = Type.Object(
     template_ids: Type.Optional(IdList('active templates, used in rotation (replaces the list)')),
     mail_account_ids: Type.Optional(IdList('active mail accounts used for sending (replaces the list)')),
     broadcast_send: Type.Optional(BroadcastSendInput),
+    automation_send: Type.Optional(AutomationSendInput),
     events: Type.Optional(
       Type.Array(Type.Enum([...TRIGGER_EVENT_INPUTS]), {
         minItems: 1,
@@ -230,7 +261,10 @@ export const CampaignSend = Type.Object({
     sent: Type.Optional(Type.Integer({ description: 'Broadcast: messages handed to the SMTP server (accepted or refused)' })),
     bounced: Type.Optional(Type.Integer({ description: 'Broadcast: messages that bounced' })),
     remaining: Type.Optional(Type.Integer({ description: 'Broadcast: messages not yet attempted (queued, deferred or being sent)' })),
-    list_complete: Type.Optional(Type.Boolean({ description: 'Broadcast: whether the recipient list is complete' })),
+    list_complete: Type.Optional(Type.Boolean({ description: 'Broadcast: whether the recipient list is complete; automation: whether the last iteration is listed' })),
+    pause_reason: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Automation: why the send paused by itself (`delivery_rate`); null otherwise' })),
+    rate_per_minute: Type.Optional(Type.Number({ description: 'Broadcast: messages attempted per minute over the last 5 minutes' })),
+    eta: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'Broadcast: when the remaining messages should be attempted at that pace; null when idle, paused or done' })),
   }),
   created_at: DateTime,
   updated_at: DateTime,
@@ -241,7 +275,7 @@ export const Campaign = Type.Object({
   team_id: Type.String(),
   name: Type.String(),
   delivery_type: Type.String({ description: '`event` for event-triggered campaigns, `broadcast` for broadcasts' }),
-  campaign_type: Type.String({ description: '`event_triggered` or `broadcast` (`automation` reserved)' }),
+  campaign_type: Type.String({ description: '`event_triggered`, `broadcast` or `automation`' }),
   meta: Type.Array(Type.Unknown()),
   created_at: DateTime,
   updated_at: DateTime,

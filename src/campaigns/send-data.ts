@@ -43,16 +43,7 @@ export function buildSendData(c: NormalizedCampaignInput): SendDataValue {
       send_amount: input.broadcast_send?.send_amount ?? 0,
       scheduled_send_time: input.broadcast_send?.scheduled_send_time ? new Date(input.broadcast_send.scheduled_send_time).toISOString() : null,
     },
-    automation_send: {
-      send_amount: 0,
-      iteration_send_amount: 0,
-      min_delivery_rate: 0,
-      send_interval: 0,
-      scheduled_send_time: null,
-      is_incremental_send: false,
-      max_iterations: 0,
-      max_iteration_send_amount: 0,
-    },
+    automation_send: automationSendData(input.automation_send),
     event_triggered_send: {
       events: c.events,
       contact_cooldown_interval: ets.contact_cooldown_interval ?? DEFAULT_COOLDOWN_SECONDS,
@@ -65,5 +56,27 @@ export function buildSendData(c: NormalizedCampaignInput): SendDataValue {
     verification_data: { acceptable_statuses: [], active: false, max_budget: 0, age_threshold: 0 },
     contact_cache_level: 'none',
     user_platform_role: 'api',
+  };
+}
+
+type AutomationInput = NonNullable<CreateCampaignInput['automation_send']>;
+
+/** The stored automation_send: the given fields, else the defaults (zero: no limit, not incremental, at once). */
+export function automationSendData(a: Partial<AutomationInput> | undefined, base?: SendDataValue['automation_send']): SendDataValue['automation_send'] {
+  const b = base ?? {
+    send_amount: 0, iteration_send_amount: 0, min_delivery_rate: 0, send_interval: 0, scheduled_send_time: null,
+    is_incremental_send: false, max_iterations: 0, max_iteration_send_amount: 0,
+  };
+  return {
+    send_amount: a?.send_amount ?? b.send_amount,
+    iteration_send_amount: a?.iteration_send_amount ?? b.iteration_send_amount,
+    min_delivery_rate: a?.min_delivery_rate ?? b.min_delivery_rate,
+    send_interval: a?.send_interval ?? b.send_interval,
+    scheduled_send_time: a && a.scheduled_send_time !== undefined
+      ? (a.scheduled_send_time === null ? null : new Date(a.scheduled_send_time).toISOString())
+      : b.scheduled_send_time,
+    is_incremental_send: a?.is_incremental_send ?? b.is_incremental_send,
+    max_iterations: a?.max_iterations ?? b.max_iterations,
+    max_iteration_send_amount: a?.max_iteration_send_amount ?? b.max_iteration_send_amount,
   };
 }

@@ -246,6 +246,8 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
     return render(request, reply, 'campaign', {
       campaign,
       status: latest?.status ?? null,
+      pauseReason: (latest?.send_progress as { pause_reason?: string | null } | undefined)?.pause_reason ?? null,
+      progress: latest?.campaign_type === 'automation' || latest?.campaign_type === 'broadcast' ? latest.send_progress : null,
       settings,
       counts,
       panel: statsPanel(stats, period, `/campaigns/${campaign.id}`),

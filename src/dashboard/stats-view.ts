@@ -92,8 +92,8 @@ export async function overviewBreakdown(db: Db, teamId: string, period: Period) 
       SELECT id, from_email, health_state FROM mail_accounts
        WHERE team_id = ${teamId}::uuid AND deleted_at IS NULL AND health_state <> 'ok' ORDER BY from_email`.execute(db),
   ]);
-  const names = new Map([...campaigns.rows.map((c) => [c.id, c] as const)]);
-  const mailboxes = new Map([...accounts.rows.map((a) => [a.id, a] as const)]);
+  const names = new Map(campaigns.rows.map((c) => [c.id, c] as const));
+  const mailboxes = new Map(accounts.rows.map((a) => [a.id, a] as const));
   const line = (r: (typeof rows)[number]) => {
     if (r.kind === 'transactional') return { label: 'Transactional e-mail', href: '/emails', ...r };
     if (r.kind === 'campaign') {

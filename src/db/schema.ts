@@ -170,6 +170,11 @@ export interface CampaignSendsTable {
   list_cursor: string | null;
   list_built: Generated<boolean>;
   total_recipients: Generated<number>;
+  /** Automation (0025): iterations listed, messages listed in the current one, why it paused itself, the iteration a start let past the guard. */
+  current_iteration: Generated<number>;
+  iteration_listed: Generated<number>;
+  pause_reason: 'delivery_rate' | null;
+  guard_passed_iteration: number | null;
   created_at: Ts;
   updated_at: Ts;
 }

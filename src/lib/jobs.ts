@@ -24,6 +24,8 @@ export type JobPayloads = {
   broadcast_build: { campaign_send_id: string };
   /** Whether a fully listed broadcast has finished (campaigns/broadcast.ts). */
   broadcast_finish: { campaign_send_id: string };
+  /** The next step of an automation send's iterations (campaigns/automation.ts). */
+  automation_iteration: { campaign_send_id: string };
   /** Cron (stats/fold.ts): no payload. */
   stats_fold: Record<string, never>;
   /** Cron (stats/health.ts): no payload. */
@@ -67,6 +69,7 @@ const JOB_DEFAULTS: { [N in JobName]: { maxAttempts: number; priority: number } 
   broadcast_build: { maxAttempts: 25, priority: JOB_PRIORITY.broadcast },
   broadcast_finish: { maxAttempts: 25, priority: JOB_PRIORITY.broadcast },
   // The next minute's run folds what a failed one left.
+  automation_iteration: { maxAttempts: 25, priority: JOB_PRIORITY.broadcast },
   stats_fold: { maxAttempts: 1, priority: JOB_PRIORITY.background },
   account_health: { maxAttempts: 1, priority: JOB_PRIORITY.background },
 };

@@ -16,6 +16,7 @@
 // claims, loads and records with a fixed number of statements; its messages go
 // out concurrently over the account's pooled transport.
 import type { Task } from 'graphile-worker';
+import { completeSendsOfMessages } from '../campaigns/finish.ts';
 import { sql } from 'kysely';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
@@ -262,6 +263,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
     for (const id of ids) {
       if (!claimed.has(id)) await reapStale(db, id, config.sendLeaseSeconds).catch((err) => void (busy ??= err));
     }
+    // Every write of this job has committed: a broadcast whose last messages these were is complete.
+    await completeSendsOfMessages(db, ids);
     if (busy) throw busy;
   };
 }

@@ -58,13 +58,18 @@ describe('broadcast campaigns', () => {
     await new Promise((r) => setTimeout(r, 1700));
     await drain(t);
     assert.deepEqual(delivered(s).sort(), [0, 1, 2, 3].map((i) => `r${i}@${s.teamId.slice(-12)}.test`).sort());
-    await sql`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE task_id IN (SELECT id FROM graphile_worker._private_tasks WHERE identifier = 'broadcast_finish')`.execute(t.database.db);
-    await drain(t);
+    // Completed by the job that recorded the last result: no finish job is left to run.
     const send = await get(s, b.id);
     assert.equal(send.status, 'completed');
+    const finishJobs = await sql<{ n: number }>`SELECT count(*)::int AS n FROM graphile_worker._private_jobs j
+      JOIN graphile_worker._private_tasks k ON k.id = j.task_id WHERE k.identifier = 'broadcast_finish'`.execute(t.database.db);
+    assert.equal(finishJobs.rows[0]!.n, 0, 'no polling job');
     assert.equal(send.send_progress.total_recipients, 4);
     assert.equal(send.send_progress.sent, 4);
     assert.equal(send.send_progress.remaining, 0);
+    // 4 attempted within the last 5 minutes: 0.8 a minute; nothing left, so no ETA.
+    assert.equal(send.send_progress.rate_per_minute, 0.8);
+    assert.equal(send.send_progress.eta, null);
     const decisions = await t.database.db.selectFrom('campaign_decisions').selectAll().where('campaign_send_id', '=', b.sendId).execute();
     assert.equal(decisions.length, 4);
     assert.ok(decisions.every((d) => d.event_id === null && d.decision === 'send' && d.email_send_log_id));
@@ -127,6 +132,8 @@ describe('broadcast campaigns', () => {
     const r0 = (await sendLog(t, s.teamId)).find((l) => l.email.startsWith('r0@'))!;
     assert.equal(r0.status, 'cancelled');
     assert.match(r0.last_error ?? '', /unsubscribed/);
+    // The last send job completed the send (its last message ended, sent or cancelled).
+    assert.equal((await get(s, b.id)).status, 'completed');
 
     // Cancel: queued messages of another broadcast become cancelled and are never sent.
     const s2 = await setup(t, sink.port);
@@ -144,6 +151,33 @@ describe('broadcast campaigns', () => {
     assert.equal((await s2.a.post(`/email/campaigns/${c.id}/submit`, { email: `r1@${s2.teamId.slice(-12)}.test` })).statusCode, 409);
     // Another team's broadcast is 404.
     assert.equal((await s.a.post(`/email/campaigns/${c.id}/cancel`)).statusCode, 404);
+  });
+
+  test('completion without polling: a list of skips only completes when built; messages ended while paused complete it on resume', async () => {
+    // Every recipient suppressed: no message, the list's last batch completes the send.
+    const s = await setup(t, sink.port);
+    await contacts(s, 2);
+    await sql`INSERT INTO suppressions (team_id, email, reason)
+              SELECT ${s.teamId}, email, 'manual' FROM contacts WHERE team_id = ${s.teamId} ON CONFLICT DO NOTHING`.execute(t.database.db);
+    const b = await broadcast(s);
+    await drain(t);
+    assert.equal((await get(s, b.id)).status, 'completed');
+    assert.equal((await sendLog(t, s.teamId)).length, 0);
+
+    // Paused after listing; its messages end while it is paused (here: failed by hand, as a lease expiry would);
+    // start finds nothing left to send and completes at once.
+    const s2 = await setup(t, sink.port);
+    await contacts(s2, 2);
+    const c = await broadcast(s2, { broadcast_send: { scheduled_send_time: new Date(Date.now() + 3_600_000).toISOString() } });
+    await sql`UPDATE campaign_sends SET status = 'sending' WHERE id = ${c.sendId}`.execute(t.database.db);
+    await buildBroadcastBatch(t.database.db, c.sendId, undefined);
+    assert.equal((await get(s2, c.id)).status, 'sending', 'messages are queued: not complete');
+    assert.equal((await s2.a.post(`/email/campaigns/${c.id}/stop`)).statusCode, 200);
+    await sql`UPDATE email_send_log SET status = 'failed', last_error = 'interrupted' WHERE campaign_send_id = ${c.sendId}`.execute(t.database.db);
+    assert.equal((await get(s2, c.id)).status, 'paused');
+    assert.equal((await s2.a.post(`/email/campaigns/${c.id}/start`)).statusCode, 200);
+    assert.equal((await get(s2, c.id)).status, 'completed');
+    assert.equal(delivered(s2).length, 0);
   });
 
   test("an account's max_per_minute holds the rest back, queued, for the next minute", async () => {
@@ -166,7 +200,13 @@ describe('broadcast campaigns', () => {
        WHERE key LIKE 'send-next-minute:%' AND run_at > now()`.execute(t.database.db);
     assert.ok(rows[0]!.n >= 5 - sent);
     assert.deepEqual(rows[0]!.priorities, [1], 'a waiting broadcast message keeps the broadcast priority');
-    assert.equal((await get(s, b.id)).send_progress.remaining, 5 - sent);
+    const progress = (await get(s, b.id)).send_progress;
+    assert.equal(progress.remaining, 5 - sent);
+    // The pace of the last 5 minutes, and the time the rest should take at it: remaining ÷ rate minutes from now.
+    assert.equal(progress.rate_per_minute, sent / 5);
+    const minutes = (Date.parse(progress.eta) - Date.now()) / 60_000;
+    const want = (5 - sent) / (sent / 5);
+    assert.ok(Math.abs(minutes - want) < 0.2, `eta in ${minutes.toFixed(2)} min, want ${want}`);
   });
 
   test('the segment compiled to SQL selects exactly the contacts matchesSegment selects', async () => {

@@ -1,0 +1,138 @@
+// Writing recipient lists, shared by broadcasts (broadcast.ts) and automation
+// sends (automation.ts): from a batch of candidate contacts, the entries (send,
+// or skip with the reason), then in the caller's transaction the decisions,
+// the `queued` messages with account and template rotation, and their send
+// jobs, set-based. The unique (campaign_send_id, contact_id) of list entries
+// makes a batch that runs twice (a crash, a duplicate job) list nobody twice:
+// a contact already listed gets no decision row back and so no message.
+import { sql, type Transaction } from 'kysely';
+import type { Db } from '../db/pool.ts';
+import type { Database } from '../db/schema.ts';
+import type { SkipReason } from '../db/schema-engine.ts';
+import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
+import { SEND_BATCH } from '../mail/send.ts';
+import { suppressionsInForce, type SuppressionReason } from '../contacts/suppressions.ts';
+import { matchesSegment } from './segment.ts';
+import type { SendDataValue } from './schemas.ts';
+
+type Tx = Transaction<Database>;
+
+/** Contacts read per list batch (one transaction each). */
+export const LIST_BATCH = 5000;
+
+export type ContactRow = Record<string, unknown> & { id: string; team_id: string; email: string; status: string };
+export type ListEntry = { contact_id: string; email: string; reason: SkipReason | null };
+/** What the writer needs of the send (its row, locked by the caller). */
+export type ListSend = { id: string; team_id: string; campaign_id: string; send_data: SendDataValue; total_recipients: number };
+
+const SUPPRESSED_SKIP: Record<SuppressionReason, SkipReason> = {
+  unsubscribed: 'unsubscribed', bounced_hard: 'bounced', complained: 'complained',
+  soft_bounce: 'suppressed', manual: 'suppressed', erased: 'suppressed',
+};
+
+/**
+ * The entries of a batch of candidates, in their order, until `room` sends:
+ * contacts outside the segment are passed over (no entry), contacts that may
+ * not be mailed are skips with the reason. `cursor` is the last contact looked
+ * at; `capped` says the room ran out before the batch did.
+ */
+export async function chooseRecipients(
+  trx: Tx, contacts: ContactRow[], rules: unknown[], room: number, appSecret: string | undefined,
+): Promise<{ entries: ListEntry[]; sends: number; cursor: string | null; capped: boolean }> {
+  const matching = contacts.filter((c) => matchesSegment(c, rules as never));
+  const suppressed = await suppressionsInForce(trx, matching.map((c) => ({ team_id: c.team_id, email: c.email })), appSecret);
+  const entries: ListEntry[] = [];
+  let sends = 0;
+  let cursor: string | null = null;
+  let capped = false;
+  for (const c of contacts) {
+    if (sends >= room) { capped = true; break; }
+    cursor = c.id;
+    if (!matchesSegment(c, rules as never)) continue;
+    const sup = suppressed.get(`${c.team_id}|${c.email}`);
+    let reason: SkipReason | null = null;
+    if (c.status === 'unsubscribed' || c.status === 'bounced' || c.status === 'complained') reason = c.status;
+    else if (c.status !== 'active') reason = 'suppressed';
+    else if (sup) reason = SUPPRESSED_SKIP[sup];
+    if (reason === null) sends++;
+    entries.push({ contact_id: c.id, email: c.email, reason });
+  }
+  return { entries, sends, cursor, capped };
+}
+
+/**
+ * Writes the entries of a send: a decision each, a `queued` message per send
+ * (account and template by the recipient's position in the send's list), the
+ * send jobs at the broadcast priority, and the send's total_recipients.
+ * Returns the number of messages written.
+ */
+export async function writeListEntries(trx: Tx, send: ListSend, entries: ListEntry[]): Promise<number> {
+  if (entries.length === 0) return 0;
+  const sd = send.send_data;
+  const accounts = await activeAccounts(trx, send.team_id, sd.mail_account_ids ?? []);
+  const templates = await activeTemplates(trx, send.team_id, sd.template_ids ?? []);
+  // With no usable account or template the entry is still recorded, as a skip.
+  const resolved = entries.map((e) => ({
+    ...e,
+    reason: e.reason ?? (accounts.length === 0 ? 'no_mail_account' : templates.length === 0 ? 'no_template' : null),
+  }));
+  // Decisions first: a contact already listed (a batch run twice) returns no row and gets no message.
+  const { rows: listed } = await sql<{ id: string; contact_id: string; decision: string }>`
+    INSERT INTO campaign_decisions (team_id, event_id, campaign_id, campaign_send_id, contact_id, decision, reason, decided_at, list_entry)
+    SELECT ${send.team_id}, NULL, ${send.campaign_id}, ${send.id}, x.contact_id,
+           CASE WHEN x.reason IS NULL THEN 'send' ELSE 'skip' END, x.reason, now(), true
+      FROM jsonb_to_recordset(${JSON.stringify(resolved)}::jsonb) AS x (contact_id uuid, reason text)
+    ON CONFLICT (campaign_send_id, contact_id) WHERE list_entry DO NOTHING
+    RETURNING id, contact_id, decision`.execute(trx);
+  const emailOf = new Map(entries.map((e) => [e.contact_id, e.email]));
+  const toSend = listed.filter((d) => d.decision === 'send');
+  if (toSend.length === 0) return 0;
+  const base = send.total_recipients;
+  const msgs = toSend.map((d, i) => ({
+    decision_id: d.id, contact_id: d.contact_id, email: emailOf.get(d.contact_id),
+    mail_account_id: accounts[(base + i) % accounts.length], template_id: templates[(base + i) % templates.length],
+  }));
+  const { rows: logs } = await sql<{ id: string }>`
+    WITH ins AS (
+      INSERT INTO email_send_log (team_id, campaign_id, campaign_send_id, contact_id, template_id, mail_account_id, email,
+                                  status, open_tracking, click_tracking, queued_at, created_at, updated_at)
+      SELECT ${send.team_id}, ${send.campaign_id}, ${send.id}, x.contact_id, x.template_id, x.mail_account_id, x.email,
+             'queued', ${sd.open_tracking !== false}, ${sd.click_tracking !== false}, now(), now(), now()
+        FROM jsonb_to_recordset(${JSON.stringify(msgs)}::jsonb) AS x (contact_id uuid, template_id uuid, mail_account_id uuid, email text)
+      RETURNING id, contact_id
+    ), link AS (
+      UPDATE campaign_decisions d SET email_send_log_id = ins.id FROM ins
+       WHERE d.campaign_send_id = ${send.id} AND d.contact_id = ins.contact_id AND d.list_entry
+      RETURNING ins.id
+    )
+    SELECT id FROM link ORDER BY id`.execute(trx);
+  await enqueueSends(trx, logs.map((l) => l.id));
+  await sql`UPDATE campaign_sends SET total_recipients = total_recipients + ${toSend.length} WHERE id = ${send.id}`.execute(trx);
+  return toSend.length;
+}
+
+async function activeAccounts(trx: Tx, teamId: string, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await sql<{ id: string }>`
+    SELECT id FROM mail_accounts WHERE team_id = ${teamId} AND status = 'active' AND id = ANY (${ids}::uuid[])`.execute(trx);
+  const ok = new Set(rows.map((r) => r.id));
+  return ids.filter((id) => ok.has(id));
+}
+
+async function activeTemplates(trx: Tx, teamId: string, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await sql<{ id: string }>`
+    SELECT id FROM templates WHERE team_id = ${teamId} AND status = 'active' AND id = ANY (${ids}::uuid[])`.execute(trx);
+  const ok = new Set(rows.map((r) => r.id));
+  return ids.filter((id) => ok.has(id));
+}
+
+/** send_email jobs for queued messages, SEND_BATCH a job, at the broadcast priority. */
+export async function enqueueSends(db: Db | Tx, ids: string[]): Promise<void> {
+  const jobs = [];
+  for (let i = 0; i < ids.length; i += SEND_BATCH) {
+    jobs.push({ payload: { email_send_log_ids: ids.slice(i, i + SEND_BATCH) }, priority: JOB_PRIORITY.broadcast });
+  }
+  await addJobs(db, 'send_email', jobs);
+}
+
