@@ -16,13 +16,15 @@ import { enqueueDeliveries } from './webhooks/deliveries.ts';
 import { sendEmailTask } from './mail/send.ts';
 import { contactImportTask } from './contacts/imports.ts';
 import { imapPollTask } from './inbound/imap/poll.ts';
-import { buildBroadcastBatch, finishBroadcast } from './campaigns/broadcast.ts';
+import { buildBroadcastBatch, finishBroadcast, LIST_BATCH } from './campaigns/broadcast.ts';
+import type { MailDnsResolver } from './verification/check.ts';
 import { foldStats } from './stats/fold.ts';
 import { runIteration } from './campaigns/automation.ts';
 import { accountHealthTask } from './stats/health.ts';
 
 /** `now`: the campaign engine's clock (cooldown, daily caps); injectable for tests. */
-export type TaskDeps = { db: Db; config: Config; now?: Clock };
+/** `mailDns`: the resolver of address verification (default: VERIFY_DNS_SERVERS or the system's; tests pass a stub's). */
+export type TaskDeps = { db: Db; config: Config; now?: Clock; mailDns?: MailDnsResolver };
 
 /**
  * What every event goes through besides the campaign decision, in order; given
@@ -54,9 +56,9 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
     webhook_auto_disable: autoDisableTask(deps.db, deps.config),
     contact_import: contactImportTask({ db: deps.db, maxTags: deps.config.contactMaxTags }),
     imap_poll: imapPollTask({ db: deps.db, config: deps.config }),
-    broadcast_build: async (payload) => buildBroadcastBatch(deps.db, payload.campaign_send_id, deps.config.appSecret),
+    broadcast_build: async (payload) => buildBroadcastBatch(deps.db, payload.campaign_send_id, deps.config.appSecret, LIST_BATCH, deps.mailDns),
     broadcast_finish: async (payload) => finishBroadcast(deps.db, payload.campaign_send_id),
-    automation_iteration: async (payload) => runIteration(deps.db, payload.campaign_send_id, deps.config.appSecret),
+    automation_iteration: async (payload) => runIteration(deps.db, payload.campaign_send_id, deps.config.appSecret, LIST_BATCH, deps.mailDns),
     stats_fold: async () => void (await foldStats(deps.db)),
     account_health: accountHealthTask(deps.db),
   };

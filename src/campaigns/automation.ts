@@ -29,7 +29,8 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { JOB_PRIORITY } from '../lib/jobs.ts';
 import { completeFinishedSends } from './finish.ts';
-import { chooseRecipients, LIST_BATCH, writeListEntries, type ContactRow } from './list-writer.ts';
+import { chooseRecipients, LIST_BATCH, prefetchForBatch, verifier, writeListEntries, type ContactRow } from './list-writer.ts';
+import { defaultMailDns, type MailDnsResolver } from '../verification/check.ts';
 import type { SendDataValue } from './schemas.ts';
 import { segmentSql } from './segment.ts';
 
@@ -81,7 +82,15 @@ export async function deliverySoFar(db: Db | Tx, sendId: string): Promise<{ sent
  * then up to `batch` candidates of the current iteration; re-enqueues itself
  * to go on, schedules the next iteration, or ends the list.
  */
-export async function runIteration(db: Db, sendId: string, appSecret: string | undefined, batch = LIST_BATCH): Promise<void> {
+export async function runIteration(
+  db: Db, sendId: string, appSecret: string | undefined, batch = LIST_BATCH, dns: MailDnsResolver = defaultMailDns(),
+): Promise<void> {
+  // Address verification looks up the candidates' domains before the transaction.
+  await prefetchForBatch(db, dns, sql`SELECT team_id, send_data FROM campaign_sends WHERE id = ${sendId}`, (send, inSegment) => sql<{ email: string }>`
+    SELECT c.email FROM contacts c
+     WHERE c.team_id = ${send.team_id} AND ${inSegment}
+       AND NOT EXISTS (SELECT 1 FROM campaign_decisions d WHERE d.campaign_send_id = ${sendId} AND d.contact_id = c.id AND d.list_entry)
+     ORDER BY c.id LIMIT ${batch}`);
   const ended = await db.transaction().execute(async (trx): Promise<boolean> => {
     const { rows } = await sql<SendRow>`
       SELECT s.id, s.team_id, s.campaign_id, s.status, s.send_data, s.list_built, s.total_recipients, s.next_send_at,
@@ -127,7 +136,7 @@ export async function runIteration(db: Db, sendId: string, appSecret: string | u
          AND NOT EXISTS (SELECT 1 FROM campaign_decisions d
                           WHERE d.campaign_send_id = ${sendId} AND d.contact_id = c.id AND d.list_entry)
        ORDER BY c.id LIMIT ${batch}`.execute(trx);
-    const chosen = await chooseRecipients(trx, contacts, rules, quota, appSecret);
+    const chosen = await chooseRecipients(trx, contacts, rules, quota, appSecret, verifier(trx, send));
     const written = await writeListEntries(trx, send, chosen.entries);
     const listed = send.iteration_listed + written;
     // This iteration is listed when its quota is met or the candidates ran out.

@@ -28,7 +28,8 @@ import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { JOB_PRIORITY } from '../lib/jobs.ts';
 import { segmentSql } from './segment.ts';
-import { chooseRecipients, enqueueSends, writeListEntries } from './list-writer.ts';
+import { chooseRecipients, enqueueSends, prefetchForBatch, verifier, writeListEntries } from './list-writer.ts';
+import { defaultMailDns, type MailDnsResolver } from '../verification/check.ts';
 import { completeFinishedSends } from './finish.ts';
 import { scheduleIteration } from './automation.ts';
 import type { SendDataValue } from './schemas.ts';
@@ -57,7 +58,14 @@ type SendRow = {
 type ContactRow = Record<string, unknown> & { id: string; team_id: string; email: string; status: string };
 
 /** One batch of the recipient list of a send; enqueues the next batch, or, the list complete, completes the send if nothing is left to attempt (campaigns/finish.ts). */
-export async function buildBroadcastBatch(db: Db, sendId: string, appSecret: string | undefined, batch = LIST_BATCH): Promise<void> {
+export async function buildBroadcastBatch(
+  db: Db, sendId: string, appSecret: string | undefined, batch = LIST_BATCH, dns: MailDnsResolver = defaultMailDns(),
+): Promise<void> {
+  // Address verification looks up the next batch's domains before the transaction: no DNS wait holds the send's lock.
+  await prefetchForBatch(db, dns, sql`SELECT team_id, send_data, list_cursor FROM campaign_sends WHERE id = ${sendId}`, (send, inSegment) => sql<{ email: string }>`
+      SELECT email FROM contacts
+       WHERE team_id = ${send.team_id} AND (${send.list_cursor}::uuid IS NULL OR id > ${send.list_cursor}::uuid) AND ${inSegment}
+       ORDER BY id LIMIT ${batch}`);
   const listed = await db.transaction().execute(async (trx): Promise<boolean> => {
     const { rows } = await sql<SendRow>`
       SELECT s.id, s.team_id, s.campaign_id, s.status, s.send_data, s.list_cursor, s.list_built, s.total_recipients, s.next_send_at
@@ -85,7 +93,7 @@ export async function buildBroadcastBatch(db: Db, sendId: string, appSecret: str
        WHERE team_id = ${send.team_id} AND (${send.list_cursor}::uuid IS NULL OR id > ${send.list_cursor}::uuid)
          AND ${inSegment}
        ORDER BY id LIMIT ${batch}`.execute(trx);
-    const chosen = await chooseRecipients(trx, contacts, rules, room, appSecret);
+    const chosen = await chooseRecipients(trx, contacts, rules, room, appSecret, verifier(trx, send));
     const capped = chosen.capped || (cap > 0 && chosen.sends >= room);
     const cursor = chosen.cursor ?? send.list_cursor;
     await writeListEntries(trx, send, chosen.entries);

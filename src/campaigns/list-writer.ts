@@ -14,6 +14,9 @@ import { SEND_BATCH } from '../mail/send.ts';
 import { suppressionsInForce, type SuppressionReason } from '../contacts/suppressions.ts';
 import { matchesSegment } from './segment.ts';
 import type { SendDataValue } from './schemas.ts';
+import { segmentSql } from './segment.ts';
+import type { MailDnsResolver } from '../verification/check.ts';
+import { prefetchDomains, verifyForSend } from '../verification/send.ts';
 
 type Tx = Transaction<Database>;
 
@@ -38,9 +41,14 @@ const SUPPRESSED_SKIP: Record<SuppressionReason, SkipReason> = {
  */
 export async function chooseRecipients(
   trx: Tx, contacts: ContactRow[], rules: unknown[], room: number, appSecret: string | undefined,
+  verify?: (contacts: ContactRow[]) => Promise<Map<string, SkipReason | null>>,
 ): Promise<{ entries: ListEntry[]; sends: number; cursor: string | null; capped: boolean }> {
   const matching = contacts.filter((c) => matchesSegment(c, rules as never));
   const suppressed = await suppressionsInForce(trx, matching.map((c) => ({ team_id: c.team_id, email: c.email })), appSecret);
+  // Address verification (when the send asks for it) of the contacts that could be sent to.
+  const verified = verify
+    ? await verify(matching.filter((c) => c.status === 'active' && !suppressed.has(`${c.team_id}|${c.email}`)))
+    : new Map<string, SkipReason | null>();
   const entries: ListEntry[] = [];
   let sends = 0;
   let cursor: string | null = null;
@@ -54,6 +62,7 @@ export async function chooseRecipients(
     if (c.status === 'unsubscribed' || c.status === 'bounced' || c.status === 'complained') reason = c.status;
     else if (c.status !== 'active') reason = 'suppressed';
     else if (sup) reason = SUPPRESSED_SKIP[sup];
+    else reason = verified.get(c.id) ?? null;
     if (reason === null) sends++;
     entries.push({ contact_id: c.id, email: c.email, reason });
   }
@@ -136,3 +145,30 @@ export async function enqueueSends(db: Db | Tx, ids: string[]): Promise<void> {
   await addJobs(db, 'send_email', jobs);
 }
 
+
+type Fragment = ReturnType<typeof sql>;
+type PeekSend = { team_id: string; send_data: SendDataValue; list_cursor?: string | null };
+
+/**
+ * Before a list batch's transaction: when the send verifies addresses, the
+ * DNS verdicts of the next candidates' domains (verification/send.ts). Reads
+ * the send and the candidates without locks; the transaction reads them again.
+ */
+export async function prefetchForBatch(
+  db: Db, dns: MailDnsResolver, sendQuery: Fragment,
+  candidates: (send: PeekSend, inSegment: Fragment) => ReturnType<typeof sql<{ email: string }>>,
+): Promise<void> {
+  const { rows } = await (sendQuery as ReturnType<typeof sql<PeekSend>>).execute(db);
+  const send = rows[0];
+  if (!send?.send_data?.verification_data?.active) return;
+  const inSegment = segmentSql((send.send_data.segment_query?.rules ?? []) as never) ?? sql<boolean>`true`;
+  const { rows: emails } = await candidates(send, inSegment).execute(db);
+  await prefetchDomains(db, dns, emails.map((e) => e.email));
+}
+
+/** The verification step of chooseRecipients for a send (none when its verification is off). */
+export function verifier(trx: Tx, send: ListSend) {
+  const settings = send.send_data.verification_data;
+  if (!settings?.active) return undefined;
+  return (contacts: ContactRow[]) => verifyForSend(trx, { teamId: send.team_id, sendId: send.id, contacts, settings });
+}

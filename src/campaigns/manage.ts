@@ -10,7 +10,7 @@ import { scheduleIteration } from './automation.ts';
 import { bodyChecker, compileBodyValidator } from '../http/schemas.ts';
 import { getCampaign, lockActiveMailAccountIds, lockActiveTemplateIds } from './queries.ts';
 import { UpdateCampaignBody, type CampaignValue, type SendDataValue, type UpdateCampaignInput } from './schemas.ts';
-import { automationSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
+import { automationSendData, canonicalUuid, normalizeEvents, verificationData } from './send-data.ts';
 import { checkSegmentRules } from './segment.ts';
 
 const checkPatch = bodyChecker(UpdateCampaignBody);
@@ -105,6 +105,7 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
       click_tracking: patch.click_tracking ?? sd.click_tracking,
       segment_query: patch.segment_query ? { rules: patch.segment_query.rules } : sd.segment_query,
       automation_send: automationSendData(patch.automation_send, sd.automation_send),
+      verification_data: verificationData(patch.verification_data, sd.verification_data),
       broadcast_send: {
         send_amount: bs?.send_amount ?? sd.broadcast_send.send_amount,
         scheduled_send_time: bs && bs.scheduled_send_time !== undefined

@@ -65,6 +65,22 @@ const AutomationSendInput = Type.Object(
   { additionalProperties: false },
 );
 
+const VerificationDataInput = Type.Object(
+  {
+    active: Type.Boolean({ description: 'Verify addresses before sending (syntax, DNS mail hosts, disposable domains, role addresses)' }),
+    acceptable_statuses: Type.Optional(
+      Type.Array(Type.Enum(['valid', 'risky', 'invalid', 'unknown']), {
+        uniqueItems: true, maxItems: 4, default: ['valid'], description: 'Statuses that are sent to; empty or absent: valid only',
+      }),
+    ),
+    max_budget: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_SEND_AMOUNT, default: 0, description: 'Verifications per send at most; 0: no limit' })),
+    age_threshold: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 3650, default: 0, description: 'A stored result younger than this many days is used again; 0: always verify' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 const HeaderText = (description: string) => Type.String({ maxLength: 255, description });
 
 export const CreateCampaignBody = Type.Object(
@@ -87,6 +103,7 @@ export const CreateCampaignBody = Type.Object(
     ),
     broadcast_send: Type.Optional(BroadcastSendInput),
     automation_send: Type.Optional(AutomationSendInput),
+    verification_data: Type.Optional(VerificationDataInput),
     // Extensions (docs/decisions.md, Campaigns): every field of send_data a client may set.
     from_name: Type.Optional(HeaderText('Sender display name (default: empty)')),
     reply_to_name: Type.Optional(HeaderText('Reply-To display name (default: empty)')),
@@ -139,6 +156,7 @@ export const UpdateCampaignBody = Type.Object(
     mail_account_ids: Type.Optional(IdList('active mail accounts used for sending (replaces the list)')),
     broadcast_send: Type.Optional(BroadcastSendInput),
     automation_send: Type.Optional(AutomationSendInput),
+    verification_data: Type.Optional(VerificationDataInput),
     events: Type.Optional(
       Type.Array(Type.Enum([...TRIGGER_EVENT_INPUTS]), {
         minItems: 1,

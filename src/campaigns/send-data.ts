@@ -53,7 +53,7 @@ export function buildSendData(c: NormalizedCampaignInput): SendDataValue {
     segment_query: { rules: input.segment_query?.rules ?? [] },
     open_tracking: input.open_tracking ?? true,
     click_tracking: input.click_tracking ?? true,
-    verification_data: { acceptable_statuses: [], active: false, max_budget: 0, age_threshold: 0 },
+    verification_data: verificationData(input.verification_data),
     contact_cache_level: 'none',
     user_platform_role: 'api',
   };
@@ -78,5 +78,17 @@ export function automationSendData(a: Partial<AutomationInput> | undefined, base
     is_incremental_send: a?.is_incremental_send ?? b.is_incremental_send,
     max_iterations: a?.max_iterations ?? b.max_iterations,
     max_iteration_send_amount: a?.max_iteration_send_amount ?? b.max_iteration_send_amount,
+  };
+}
+
+/** The stored verification_data: the given fields, else off, valid only, no budget, always verify. */
+export function verificationData(v: CreateCampaignInput['verification_data'], base?: SendDataValue['verification_data']): SendDataValue['verification_data'] {
+  const b = base ?? { acceptable_statuses: [], active: false, max_budget: 0, age_threshold: 0 };
+  if (!v) return b;
+  return {
+    active: v.active,
+    acceptable_statuses: v.acceptable_statuses ?? b.acceptable_statuses,
+    max_budget: v.max_budget ?? b.max_budget,
+    age_threshold: v.age_threshold ?? b.age_threshold,
   };
 }

@@ -13,6 +13,11 @@ const REASONS: Record<string, string> = {
   no_mail_account: 'no active mail account',
   account_daily_limit: 'the mail accounts reached their daily limit for campaigns',
   no_template: 'no active template',
+  verification_invalid: 'address verification: the address cannot receive mail',
+  verification_risky: 'address verification: a disposable or role address, not accepted by the campaign',
+  verification_unknown: 'address verification: DNS did not answer, not accepted by the campaign',
+  verification_valid: 'address verification: valid addresses are not accepted by the campaign',
+  verification_budget: 'address verification: the send’s verification budget was spent',
 };
 
 /** The reason in words; a reason this file does not know (added later) shows as its code. */

@@ -9,6 +9,7 @@ import { emailWithTimeline } from '../mail/emails-timeline.ts';
 import { describeEvent } from './email-timeline-view.ts';
 import { queryField, signedIn, user, UUID_RE } from './forms.ts';
 import { pageNotFound } from './page-error.ts';
+import { csvReply, periodOf, periodStats, statsPanel, wantsCsv } from './stats-view.ts';
 import { render } from './views.ts';
 
 export const EMAILS_PER_PAGE = 20;
@@ -41,6 +42,15 @@ export async function emailPages(app: FastifyInstance): Promise<void> {
       prev: page > 1 ? query(page - 1) : null,
       next: page < lastPage ? query(page + 1) : null,
     });
+  });
+
+  // Transactional mail's statistics: the stats panel of GET /email/emails/stats.
+  app.get('/emails/stats', signedIn, async (request, reply) => {
+    const teamId = user(request).teamId;
+    const period = periodOf(request);
+    const stats = await periodStats(db, teamId, { kind: 'transactional' }, period);
+    if (wantsCsv(request)) return csvReply(reply, stats, `transactional-${period}`);
+    return render(request, reply, 'emails-stats', { panel: statsPanel(stats, period, '/emails/stats') });
   });
 
   app.get<{ Params: { id: string } }>('/emails/:id', signedIn, async (request, reply) => {

@@ -13,7 +13,12 @@ export type SkipReason =
   | 'daily_cap'
   | 'no_mail_account'
   | 'account_daily_limit'
-  | 'no_template';
+  | 'no_template'
+  | 'verification_valid'
+  | 'verification_risky'
+  | 'verification_invalid'
+  | 'verification_unknown'
+  | 'verification_budget';
 
 export interface LeadsTable {
   id: Generated<string>;

@@ -125,10 +125,10 @@ export async function claimForSmtp(
   return rows[0];
 }
 
-// A broadcast's message keeps the broadcast priority when it waits (campaigns/broadcast.ts).
+// A broadcast's or automation's message keeps their priority when it waits (campaigns/broadcast.ts, automation.ts).
 const BROADCAST_AWARE = sql`CASE WHEN EXISTS (
     SELECT 1 FROM email_send_log l JOIN campaign_sends s ON s.id = l.campaign_send_id
-     WHERE l.id = x.id AND s.campaign_type = 'broadcast') THEN ${JOB_PRIORITY.broadcast}::int ELSE x.priority END`;
+     WHERE l.id = x.id AND s.campaign_type IN ('broadcast', 'automation')) THEN ${JOB_PRIORITY.broadcast}::int ELSE x.priority END`;
 
 /**
  * Messages over their account's daily limit get a send_email job at the next

@@ -33,6 +33,9 @@ import { transportOptions, type MailSecurity } from './transport.ts';
 import { loadSigningKeys, signaturesFor, type ActiveKey } from './dkim.ts';
 import { DKIM_OPTION, installDkimSigner, type DkimOption } from './dkim-sign.ts';
 
+/** Sends whose messages wait while the send is paused: broadcasts and automation sends (their lists are written ahead). */
+const listedSend = (type: string | null | undefined) => type === 'broadcast' || type === 'automation';
+
 export { SEND_PRIORITY, TRANSACTIONAL_SEND_PRIORITY, type Outcome } from './send-record.ts';
 export { dailyCap } from './daily-usage.ts';
 
@@ -429,9 +432,9 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
     if (!r.contact && !transactional) out.set(r.id, 'cancelled');
     // Deleted after this message was queued (campaigns/manage.ts cancels what it finds; this catches a late decision).
     else if (r.campaign_deleted) out.set(r.id, 'campaign deleted');
-    // Broadcasts only: an event-triggered send's stop halts new decisions, not what is queued.
-    else if (r.send_type === 'broadcast' && r.send_status === 'paused') out.set(r.id, 'paused');
-    else if (r.send_type === 'broadcast' && r.send_status === 'cancelled') out.set(r.id, 'cancelled');
+    // Broadcasts and automation sends only: an event-triggered send's stop halts new decisions, not what is queued.
+    else if (listedSend(r.send_type) && r.send_status === 'paused') out.set(r.id, 'paused');
+    else if (listedSend(r.send_type) && r.send_status === 'cancelled') out.set(r.id, 'cancelled');
     else if (!r.account) out.set(r.id, 'mail account deleted');
     else if (r.account.status !== 'active') out.set(r.id, 'cancelled');
     else if (!r.template) out.set(r.id, 'template deleted');

@@ -198,6 +198,36 @@ describe('automation sends', () => {
     assert.equal(new Set(log.map((l) => l.contact_id)).size, log.length, 'nobody listed twice');
   });
 
+  test('stop holds an iteration\'s queued messages (claimed nowhere), start sends them; a message waiting for the next day keeps the low priority', async () => {
+    const s = await setup(t, sink.port);
+    await contacts(s, ['f1', 'f2', 'f3']);
+    const auto = await automation(s, { iteration_send_amount: 3, scheduled_send_time: new Date(Date.now() + 3_600_000).toISOString() });
+    await sql`UPDATE campaign_sends SET status = 'sending', next_send_at = now() WHERE id = ${auto.sendId}`.execute(t.database.db);
+    await runIteration(t.database.db, auto.sendId, undefined);
+    assert.equal((await sendLog(t, s.teamId)).length, 3, 'iteration 1 listed, its send jobs queued');
+    assert.equal((await s.a.post(`/email/campaigns/${auto.id}/stop`)).statusCode, 200);
+    await drain(t);
+    assert.equal(delivered(s).length, 0, 'nothing sent while stopped');
+    assert.ok((await sendLog(t, s.teamId)).every((l) => l.status === 'queued'));
+    assert.equal((await s.a.post(`/email/campaigns/${auto.id}/start`)).statusCode, 200);
+    await drain(t);
+    assert.deepEqual(delivered(s).sort(), ['f1', 'f2', 'f3']);
+
+    // Over the account's campaign share of its daily limit: the rest waits for the next UTC day, at the +1 priority.
+    const s2 = await setup(t, sink.port);
+    await sql`UPDATE mail_accounts SET daily_limit = 2, campaign_share_percent = 100 WHERE id = ${s2.accountId}`.execute(t.database.db);
+    await contacts(s2, ['h1', 'h2', 'h3', 'h4']);
+    const limited = await automation(s2, { iteration_send_amount: 4 });
+    await drain(t);
+    assert.equal(delivered(s2).length, 2);
+    const waiting = await sql<{ priority: number; tomorrow: boolean }>`
+      SELECT j.priority, j.run_at = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day' AS tomorrow
+        FROM graphile_worker._private_jobs j JOIN email_send_log l ON j.key = 'send-next-day:' || l.id
+       WHERE l.campaign_send_id = ${limited.sendId}`.execute(t.database.db);
+    assert.deepEqual(waiting.rows, [{ priority: 1, tomorrow: true }, { priority: 1, tomorrow: true }]);
+    assert.equal((await send(s2, limited.id)).send_progress.remaining, 2);
+  });
+
   test('the dashboard shows the guard\'s pause and the progress', async () => {
     const s = await setup(t, sink.port);
     await contacts(s, ['hard9', 'e1']);

@@ -180,6 +180,33 @@ describe('broadcast campaigns', () => {
     assert.equal(delivered(s2).length, 0);
   });
 
+  test('at the campaign share of the daily limit the rest waits, queued, for the next UTC day at the broadcast priority; not completed', async () => {
+    const s = await setup(t, sink.port);
+    // 10 a day, campaigns 90 %: 9 today.
+    await sql`UPDATE mail_accounts SET daily_limit = 10, campaign_share_percent = 90 WHERE id = ${s.accountId}`.execute(t.database.db);
+    await contacts(s, 12);
+    const b = await broadcast(s);
+    await drain(t);
+    assert.equal(delivered(s).length, 9);
+    const log = await sendLog(t, s.teamId);
+    assert.equal(log.filter((l) => l.status === 'queued').length, 3);
+    const waiting = await sql<{ priority: number; tomorrow: boolean }>`
+      SELECT j.priority, j.run_at = date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day' AS tomorrow
+        FROM graphile_worker._private_jobs j JOIN email_send_log l ON j.key = 'send-next-day:' || l.id
+       WHERE l.campaign_send_id = ${b.sendId}`.execute(t.database.db);
+    assert.equal(waiting.rows.length, 3);
+    assert.ok(waiting.rows.every((r) => r.priority === 1 && r.tomorrow), JSON.stringify(waiting.rows));
+    const p = await get(s, b.id);
+    assert.equal(p.status, 'sending', 'not completed while messages wait');
+    assert.equal(p.send_progress.remaining, 3);
+    // The next day comes: the waiting jobs run and the send completes.
+    await sql`DELETE FROM mail_account_usage WHERE mail_account_id = ${s.accountId}`.execute(t.database.db);
+    await sql`UPDATE graphile_worker._private_jobs SET run_at = now() WHERE key LIKE 'send-next-day:%'`.execute(t.database.db);
+    await drain(t);
+    assert.equal(delivered(s).length, 12);
+    assert.equal((await get(s, b.id)).status, 'completed');
+  });
+
   test("an account's max_per_minute holds the rest back, queued, for the next minute", async () => {
     const s = await setup(t, sink.port);
     const patched = await t.app.inject({

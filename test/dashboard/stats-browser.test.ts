@@ -120,6 +120,15 @@ test('campaign page: charts drawn from the API\'s numbers, table and CSV equal; 
   // The account's own page.
   await page.goto(`${base}/mail-accounts/${account.id}/stats`);
   assert.match(await page.locator('#account-health').innerText(), /warning/);
+  // Transactional mail's page: its own numbers (none here: this team sent campaign mail only), charts drawn.
+  await sql`INSERT INTO stats_deltas (team_id, source, mail_account_id, bucket, sent, bounced_hard)
+            VALUES (${me.teamId}::uuid, 'transactional', ${account.id}::uuid, date_bin('15 minutes', now(), TIMESTAMPTZ '2000-01-01 00:00:00+00'), 9, 1)`.execute(t.database.db);
+  await page.goto(`${base}/emails`);
+  await page.getByRole('link', { name: 'Statistics' }).click();
+  await page.waitForURL(`${base}/emails/stats`);
+  await page.waitForFunction(() => (globalThis as any).ploverCharts?.volume);
+  const tx = await page.evaluate(() => (globalThis as any).ploverCharts.volume.data as number[][]);
+  assert.deepEqual([tx[1]!.reduce((a, b) => a + b, 0), tx[3]!.reduce((a, b) => a + b, 0)], [9, 1], 'sent 9, bounced 1: transactional only');
 });
 
 test('webhook page: attempts and latency charts from the attempt logs, table and CSV', { skip, timeout: 120_000 }, async () => {

@@ -1,6 +1,7 @@
 // Shared set-up of the engine tests: a team with a mail account pointing at a
 // capturing SMTP sink on 127.0.0.1, templates and campaigns made through the
 // API, and a worker drain (graphile-worker runOnce until nothing is due).
+import type { MailDnsResolver } from '../../src/verification/check.ts';
 import { Logger, runOnce } from 'graphile-worker';
 import { sql } from 'kysely';
 import type { Config } from '../../src/config.ts';
@@ -70,9 +71,9 @@ export async function setup(t: TestApp, port: number, template: Record<string, u
 const quiet = new Logger(() => () => {});
 
 /** Runs the worker until no job is due (jobs a job adds with no delay included). */
-export async function drain(t: TestApp, opts: { config?: Partial<Config>; now?: Clock } = {}): Promise<void> {
+export async function drain(t: TestApp, opts: { config?: Partial<Config>; now?: Clock; mailDns?: MailDnsResolver } = {}): Promise<void> {
   const config = testConfig({ sendRetryDelays: [0, 0], ...opts.config });
-  const taskList = buildTaskList({ db: t.database.db, config, now: opts.now });
+  const taskList = buildTaskList({ db: t.database.db, config, now: opts.now, mailDns: opts.mailDns });
   for (let i = 0; i < 20; i++) {
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM graphile_worker._private_jobs
