@@ -37,6 +37,8 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   dsns: { bench: 'inbound', usage: '--dsns <n>             inbound: DSNs delivered to the listener per run (default 5000)' },
   'dkim-messages': { bench: 'dkim-sign', usage: '--dkim-messages <n>    dkim-sign: messages composed per mode and round (default 3000)' },
   claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
+  'broadcast-contacts': { bench: 'broadcast', usage: '--broadcast-contacts <n> broadcast: contacts of the team, half in the segment (default 1000000)' },
+  'broadcast-sends': { bench: 'broadcast', usage: '--broadcast-sends <n>  broadcast: e-mails sent in the throughput run (default 20000)' },
   'stats-messages': { bench: 'stats', usage: '--stats-messages <n>   stats: messages of the measured campaign (default 1000000)' },
 };
 // Options that take text, and switches, of one benchmark only: they reach its

@@ -48,7 +48,11 @@ const EXTRA_FIELDS: Record<string, 'text' | 'bigint' | 'timestamptz'> = {
   last_lead_at: 'timestamptz',
   last_sale_at: 'timestamptz',
 };
+/** The kind of a field a rule may read (text, bigint, numeric, boolean, timestamptz...), or undefined. */
+export const segmentFieldKind = (name: string): string | undefined => FIELD_KINDS.get(name);
 const FIELD_KINDS = new Map<string, string>([...CONTACT_FIELDS.map((f) => [f.name, f.kind] as const), ...Object.entries(EXTRA_FIELDS)]);
+/** Every field a rule may name, tags included (the dashboard's segment builder offers these). */
+export const SEGMENT_FIELDS = ['tags', ...FIELD_KINDS.keys()];
 
 const NO_VALUE = new Set<SegmentOperator>(['is_set', 'is_not_set']);
 const ORDERED = new Set<SegmentOperator>(['greater_than', 'less_than']);

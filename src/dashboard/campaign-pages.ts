@@ -43,6 +43,8 @@ const MESSAGES: Record<string, string> = {
   created: 'Campaign created: it sends on its events from now on.',
   saved: 'Campaign saved: the next events are decided with these settings.',
   deleted: 'Campaign deleted: it sends nothing more; its messages not yet sent were cancelled.',
+  created_list: 'Campaign created: it starts at its scheduled time (or now), its recipient list written as it goes.',
+  cancelled: 'Send cancelled: its messages not yet sent were cancelled.',
 };
 
 const validateBody = compileBodyValidator(CreateCampaignBody);

@@ -11,6 +11,7 @@ import { AppError } from '../lib/errors.ts';
 import { toErrorResponse } from '../http/errors.ts';
 import { authRoutes } from './auth-routes.ts';
 import { campaignPages } from './campaign-pages.ts';
+import { listCampaignPages } from './list-campaign-pages.ts';
 import { contactPages } from './contact-pages.ts';
 import { dkimPages } from './dkim-pages.ts';
 import { emailPages } from './email-pages.ts';
@@ -129,6 +130,7 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   await app.register(authRoutes);
   await app.register(homePages);
   await app.register(keyPages);
+  await app.register(listCampaignPages);
   await app.register(campaignPages);
   await app.register(emailPages);
   await app.register(importPages); // before contactPages: /contacts/import is not a contact id

@@ -64,6 +64,13 @@ export async function knownZone(db: Db, tz: string): Promise<boolean> {
  * the number of slots; computed by PostgreSQL in that zone (DST included).
  */
 export async function alignRange(db: Db, from: Date, to: Date, interval: 'hour' | 'day', tz: string): Promise<{ from: Date; to: Date; points: number }> {
+  if (tz === 'UTC') {
+    // UTC has no DST: whole hours and days are fixed lengths, no database round trip.
+    const step = interval === 'hour' ? 3_600_000 : 86_400_000;
+    const f = Math.floor(from.getTime() / step) * step;
+    const t = Math.ceil(to.getTime() / step) * step;
+    return { from: new Date(f), to: new Date(t), points: (t - f) / step };
+  }
   return db.transaction().execute(async (trx) => {
     await sql`SELECT set_config('TimeZone', ${tz}, true)`.execute(trx);
     const unit = sql.lit(interval);
@@ -89,22 +96,27 @@ export async function readStats(
   const sums = sql.raw(STATS_KEYS.map((k) => `coalesce(sum(${k}), 0)::float8 AS ${k}`).join(', '));
   const where = sql`team_id = ${teamId}::uuid AND ${scopeSql(scope)} AND bucket >= ${range.from}::timestamptz AND bucket < ${range.to}::timestamptz`;
   const unit = sql.lit(interval);
-  const rows = await db.transaction().execute(async (trx) => {
-    await sql`SELECT set_config('TimeZone', ${tz}, true)`.execute(trx);
-    const { rows } = await sql<{ at: Date } & Counts>`
+  // In UTC one statement, without a transaction (the dashboard's panels); in another zone the
+  // session's TimeZone is set for the transaction, so date_trunc and the series follow its DST.
+  const utc = tz === 'UTC';
+  const trunc = utc ? sql`date_trunc(${unit}, bucket, 'UTC')` : sql`date_trunc(${unit}, bucket)`;
+  const step = utc ? sql.lit(interval === 'hour' ? '1 hour' : '24 hours') : sql.lit(`1 ${interval}`);
+  const statement = sql<{ at: Date } & Counts>`
       WITH raw AS (
         SELECT bucket, ${cols} FROM stats_buckets WHERE ${where}
         UNION ALL
         SELECT bucket, ${cols} FROM stats_deltas WHERE ${where}
       ), points AS (
-        SELECT date_trunc(${unit}, bucket) AS at, ${sums} FROM raw GROUP BY 1
+        SELECT ${trunc} AS at, ${sums} FROM raw GROUP BY 1
       ), slots AS (
-        SELECT generate_series(${range.from}::timestamptz, ${range.to}::timestamptz - interval '1 second', ${sql.lit(`1 ${interval}`)}::interval) AS at
+        SELECT generate_series(${range.from}::timestamptz, ${range.to}::timestamptz - interval '1 second', ${step}::interval) AS at
       )
       SELECT s.at, ${sql.raw(STATS_KEYS.map((k) => `coalesce(p.${k}, 0) AS ${k}`).join(', '))}
         FROM slots s LEFT JOIN points p ON p.at = s.at
-       ORDER BY s.at`.execute(trx);
-    return rows;
+       ORDER BY s.at`;
+  const rows = utc ? (await statement.execute(db)).rows : await db.transaction().execute(async (trx) => {
+    await sql`SELECT set_config('TimeZone', ${tz}, true)`.execute(trx);
+    return (await statement.execute(trx)).rows;
   });
   const totals = zeroCounts();
   const series = rows.map((r) => {

@@ -58,3 +58,46 @@ for (const form of document.querySelectorAll('form[data-live-preview]')) {
     timer = setTimeout(() => void refresh(), LIVE_PREVIEW_PAUSE_MS);
   });
 }
+// The segment builder's live count (views/list-campaign-form.liquid): the rows
+// as the server reads them, sent to data-segment-count, at most one request in
+// flight, after a 400 ms pause in the typing.
+(() => {
+  const form = document.querySelector('form[data-segment-count]');
+  if (!form) return;
+  const out = document.getElementById('segment-count');
+  const offset = form.querySelector('[data-tz-offset]');
+  // The schedule is typed in the browser's zone: its offset goes with the form.
+  if (offset) offset.value = String(-new Date().getTimezoneOffset());
+  const numeric = /^-?\d+(\.\d+)?$/;
+  const rules = () => [...form.querySelectorAll('.segment-rule')].map((row) => {
+    const [field, operator] = [...row.querySelectorAll('select')].map((s) => s.value);
+    const value = row.querySelector('input').value;
+    if (!field || !operator) return null;
+    if (operator === 'is_set' || operator === 'is_not_set') return { field, operator };
+    return { field, operator, value: numeric.test(value.trim()) && operator !== 'has_tag' && operator !== 'not_has_tag' && field !== 'tags' ? Number(value) : value };
+  }).filter(Boolean);
+  let timer = 0;
+  let seq = 0;
+  const refresh = async () => {
+    const mine = ++seq;
+    out.textContent = '…';
+    try {
+      const res = await fetch(`${form.dataset.segmentCount}?rules=${encodeURIComponent(JSON.stringify(rules()))}`, { headers: { accept: 'application/json' } });
+      const body = await res.json();
+      if (mine !== seq) return;
+      out.textContent = res.ok ? (body.count ?? 'not countable here') : `not a valid rule (${body.error?.details?.[0]?.message ?? body.error?.message ?? res.status})`;
+    } catch {
+      if (mine === seq) out.textContent = '—';
+    }
+  };
+  form.addEventListener('input', (event) => {
+    if (!event.target.closest('.segment')) return;
+    clearTimeout(timer);
+    timer = setTimeout(() => void refresh(), 400);
+  });
+  form.addEventListener('change', (event) => {
+    if (!event.target.closest('.segment')) return;
+    clearTimeout(timer);
+    timer = setTimeout(() => void refresh(), 50);
+  });
+})();
