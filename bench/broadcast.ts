@@ -228,4 +228,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const peak = Math.max(rssStart, ...rss);
   console.log(`\nworker process RSS during the send: start ${fmt(mib(rssStart), 0)} MiB, peak ${fmt(mib(peak), 0)} MiB, end ${fmt(mib(rssEnd), 0)} MiB ` +
     `(${rss.length} samples; growth ${fmt(((rssEnd - rssStart) / rssStart) * 100, 1)} %)`);
+  // Flat once warm (the render threads and the SMTP pool start with the first sends): the quarters of the run.
+  const quarter = (q: number) => rss[Math.min(rss.length - 1, Math.floor((rss.length * q) / 4))] ?? rssEnd;
+  console.log(`  by quarter of the send: ${[1, 2, 3, 4].map((q) => `${fmt(mib(quarter(q)), 0)} MiB`).join(', ')}`);
 }
