@@ -45,6 +45,7 @@ const MESSAGES: Record<string, string> = {
   deleted: 'Campaign deleted: it sends nothing more; its messages not yet sent were cancelled.',
   created_list: 'Campaign created: it starts at its scheduled time (or now), its recipient list written as it goes.',
   cancelled: 'Send cancelled: its messages not yet sent were cancelled.',
+  not_cancelled: 'Nothing to cancel: only a scheduled, sending or paused broadcast or automation send can be cancelled.',
 };
 
 const validateBody = compileBodyValidator(CreateCampaignBody);
@@ -250,6 +251,9 @@ export async function campaignPages(app: FastifyInstance): Promise<void> {
       status: latest?.status ?? null,
       pauseReason: (latest?.send_progress as { pause_reason?: string | null } | undefined)?.pause_reason ?? null,
       progress: latest?.campaign_type === 'automation' || latest?.campaign_type === 'broadcast' ? latest.send_progress : null,
+      // A broadcast's or automation's start (or next iteration), shown in the reader's zone by dashboard.js.
+      nextSendAt: (latest?.campaign_type === 'automation' || latest?.campaign_type === 'broadcast') && latest.next_send_at && ['scheduled', 'sending'].includes(latest.status)
+        ? latest.next_send_at : null,
       settings,
       counts,
       panel: statsPanel(stats, period, `/campaigns/${campaign.id}`),

@@ -153,8 +153,11 @@ export async function listCampaignPages(app: FastifyInstance): Promise<void> {
   app.post<{ Params: { id: string } }>('/campaigns/:id/cancel', signedInPost, async (request, reply) => {
     const id = request.params.id;
     if (!UUID_RE.test(id)) throw pageNotFound();
-    const r = await cancelBroadcast(db, user(request).teamId, id.toLowerCase());
-    if ('status' in r && r.status === null) throw pageNotFound();
-    return reply.redirect(`/campaigns/${id.toLowerCase()}?done=${'cancelled' in r ? 'cancelled' : 'conflict'}`, 303);
+    const teamId = user(request).teamId;
+    const exists = await sql`SELECT 1 FROM campaigns WHERE id = ${id.toLowerCase()}::uuid AND team_id = ${teamId}::uuid AND deleted_at IS NULL`.execute(db);
+    if (exists.rows.length === 0) throw pageNotFound();
+    // An event-triggered campaign, or a send already ended: nothing to cancel (the API's 409).
+    const r = await cancelBroadcast(db, teamId, id.toLowerCase());
+    return reply.redirect(`/campaigns/${id.toLowerCase()}?done=${'cancelled' in r ? 'cancelled' : 'not_cancelled'}`, 303);
   });
 }

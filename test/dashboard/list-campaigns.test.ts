@@ -145,5 +145,26 @@ describe('broadcast and automation campaigns in the dashboard', () => {
     // The browser fills in its own offset for the schedule.
     assert.match(await page.locator('#tz_offset').inputValue(), /^-?\d+$/);
     await page.screenshot({ path: join(SCREENSHOTS, 'dashboard-new-broadcast.png'), fullPage: true });
+
+    // Created for 2099-01-01 10:00 in the browser's zone (here Asia/Tokyo, +09:00): stored as 01:00 UTC, shown back as 10:00 there.
+    const tokyo = await browser.newContext({ timezoneId: 'Asia/Tokyo', viewport: { width: 1280, height: 900 } });
+    const p2 = await tokyo.newPage();
+    await p2.goto(`${base}/sign-in`);
+    await p2.getByLabel('E-mail').fill(me.email);
+    await p2.getByLabel('Password').fill(PASSWORD);
+    await p2.getByRole('button', { name: /Sign in/ }).click();
+    await p2.waitForURL(`${base}/`);
+    await p2.goto(`${base}/campaigns/new-list?kind=broadcast`);
+    await p2.fill('#name', 'Tokyo news');
+    await p2.check(`input[name="template_ids"][value="${me.templateId}"]`);
+    await p2.check(`input[name="mail_account_ids"][value="${me.accountId}"]`);
+    await p2.fill('#schedule', '2099-01-01T10:00');
+    await p2.getByRole('button', { name: 'Create broadcast' }).click();
+    await p2.waitForURL(/\/campaigns\/[0-9a-f-]+\?done=created_list/);
+    const created = (await api(t, me.key).get(`/email/campaigns/${p2.url().split('/')[4]!.split('?')[0]}`)).json().campaign;
+    assert.equal(created.campaign_sends[0].send_data.broadcast_send.scheduled_send_time, '2099-01-01T01:00:00.000Z');
+    assert.match(await p2.locator('#next-send').innerText(), /10:00/);
+    assert.equal(await p2.locator('#next-send').getAttribute('title'), '2099-01-01 01:00 UTC');
+    await tokyo.close();
   });
 });

@@ -205,10 +205,22 @@ describe('webhook delivery', () => {
     });
     const s = await setup(slow.url);
     const f = await setup(fast.url);
-    await saveContact(s.key, 'slow-answer@example.com');
-    await saveContact(f.key, 'fast-answer@example.com');
-    const slowMs = (await recorded(s.key, s.webhook.id)).attempt_log[0].duration_ms as number;
-    const fastMs = (await recorded(f.key, f.webhook.id)).attempt_log[0].duration_ms as number;
+    // The best of three deliveries each: on a loaded machine one delivery can wait
+    // for a core (a fast receiver once measured 242 ms), the pause cannot shrink.
+    const best = async (key: string, webhookId: string, email: string) => {
+      let min = Infinity;
+      for (let i = 0; i < 3; i++) {
+        await saveContact(key, `${i}-${email}`);
+        await eventually(async () => {
+          const list = (await deliveries(key, webhookId)).deliveries;
+          assert.ok(list.length > i && list.every((d: any) => d.attempts >= 1), `${list.length} deliveries`);
+        });
+      }
+      for (const d of (await deliveries(key, webhookId)).deliveries) min = Math.min(min, d.attempt_log[0].duration_ms as number);
+      return min;
+    };
+    const slowMs = await best(s.key, s.webhook.id, 'slow-answer@example.com');
+    const fastMs = await best(f.key, f.webhook.id, 'fast-answer@example.com');
     assert.ok(slowMs >= PAUSE_MS - 5 && slowMs < config.webhookTimeoutMs, `slow receiver: ${slowMs} ms`);
     assert.ok(fastMs >= 0 && fastMs < slowMs - PAUSE_MS / 2, `fast receiver: ${fastMs} ms, slow: ${slowMs} ms`);
   });

@@ -101,3 +101,11 @@ for (const form of document.querySelectorAll('form[data-live-preview]')) {
     timer = setTimeout(() => void refresh(), 50);
   });
 })();
+// Times marked data-local are shown in the reader's own zone (the page says UTC without JavaScript).
+for (const el of document.querySelectorAll('time[data-local]')) {
+  const at = new Date(el.dateTime);
+  if (!Number.isNaN(at.getTime())) {
+    el.title = el.textContent;
+    el.textContent = at.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23', timeZoneName: 'short' });
+  }
+}
