@@ -1,8 +1,8 @@
 // Verification on the send path (broadcast and automation lists). Two steps:
 //  1. prefetchDomains, before the list's write transaction: the domains of a
 //     batch not known fresh are looked up in DNS (VERIFY_CONCURRENCY at a time,
-//     one lookup per domain however many addresses share it, concurrent
-//     lookups of one domain in this process coalesced) and their verdicts
+//     one lookup per domain however many addresses share it, lookups of one
+//     domain in this process within a minute shared) and their verdicts
 //     stored (mail_domain_checks: answers kept 24 h, DNS failures 1 h).
 //  2. verifyForSend, inside it: per contact, the stored result when it is
 //     recent enough (age_threshold days; 0: always verify), else a
@@ -26,7 +26,15 @@ export type VerificationSettings = { active: boolean; acceptable_statuses: strin
 
 const domainOf = (email: string) => email.slice(email.lastIndexOf('@') + 1).toLowerCase();
 
-const inFlight = new Map<string, Promise<DomainVerdict>>();
+/**
+ * Lookups of this process in the last RECENT_MS, finished or not: two batches
+ * that want one domain at about the same time share one lookup, also when the
+ * second asks after the first's answer came but before it was stored.
+ * Bounded: past RECENT_MAX entries the oldest half is dropped.
+ */
+const recent = new Map<string, { verdict: Promise<DomainVerdict>; at: number }>();
+const RECENT_MS = 60_000;
+const RECENT_MAX = 20_000;
 
 /** Looks up the domains of `emails` not fresh in mail_domain_checks and stores their verdicts; returns the number looked up. */
 export async function prefetchDomains(db: Db, resolver: MailDnsResolver, emails: string[]): Promise<number> {
@@ -42,12 +50,13 @@ export async function prefetchDomains(db: Db, resolver: MailDnsResolver, emails:
   const results: { domain: string; status: string; reason: string }[] = [];
   let next = 0;
   const lookup = (domain: string) => {
-    let p = inFlight.get(domain);
-    if (!p) {
-      p = checkDomain(resolver, domain).finally(() => inFlight.delete(domain));
-      inFlight.set(domain, p);
-    }
-    return p;
+    const now = Date.now();
+    const hit = recent.get(domain);
+    if (hit && now - hit.at < RECENT_MS) return hit.verdict;
+    if (recent.size >= RECENT_MAX) for (const k of [...recent.keys()].slice(0, RECENT_MAX / 2)) recent.delete(k);
+    const verdict = checkDomain(resolver, domain);
+    recent.set(domain, { verdict, at: now });
+    return verdict;
   };
   await Promise.all(Array.from({ length: Math.min(VERIFY_CONCURRENCY, todo.length) }, async () => {
     while (next < todo.length) {
