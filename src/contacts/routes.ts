@@ -1,3 +1,4 @@
+import { retryOnConflict } from '../lib/db-retry.ts';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { pageMeta, withErrors } from '../http/schemas.ts';
 import { findContactByEmail, listUnsubscribed, normaliseContacts, unsubscribeContacts, upsertContacts } from './queries.ts';
@@ -42,11 +43,11 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const field = () => 'tags';
       const { patches, firstIndex } = normaliseContacts([request.body as ContactInputT], [], { maxTags, field });
       const patch = patches[0]!;
-      return db.transaction().execute(async (tx) => {
+      return retryOnConflict(() => db.transaction().execute(async (tx) => {
         const result = await upsertContacts(tx, teamId, patches, { maxTags, firstIndex, field });
         const contact = await findContactByEmail(tx, teamId, patch.email);
         return { ok: true as const, contact: contactView(contact!) as never, created: result.created.length === 1 };
-      });
+      }));
     },
   );
 
@@ -66,7 +67,7 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const teamId = request.auth!.teamId;
       const { patches, firstIndex } = normaliseContacts(request.body.contacts as ContactInputT[], request.body.tags ?? [], { maxTags });
-      const result = await db.transaction().execute((tx) => upsertContacts(tx, teamId, patches, { maxTags, firstIndex }));
+      const result = await retryOnConflict(() => db.transaction().execute((tx) => upsertContacts(tx, teamId, patches, { maxTags, firstIndex })));
       return {
         ok: true as const,
         summary: {
@@ -93,11 +94,11 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const teamId = request.auth!.teamId;
       const email = normalizeEmail(request.body.email);
-      return db.transaction().execute(async (tx) => {
+      return retryOnConflict(() => db.transaction().execute(async (tx) => {
         await unsubscribeContacts(tx, teamId, [email], request.body.reason ?? null, 'api');
         const contact = await findContactByEmail(tx, teamId, email);
         return { ok: true as const, contact: contactView(contact!) as never };
-      });
+      }));
     },
   );
 
@@ -114,7 +115,7 @@ export const contactsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const teamId = request.auth!.teamId;
       const emails = request.body.emails.map(normalizeEmail);
-      const r = await db.transaction().execute((tx) => unsubscribeContacts(tx, teamId, emails, request.body.reason ?? null, 'api'));
+      const r = await retryOnConflict(() => db.transaction().execute((tx) => unsubscribeContacts(tx, teamId, emails, request.body.reason ?? null, 'api')));
       return { ok: true as const, summary: { received: request.body.emails.length, unsubscribed: r.unsubscribed, unchanged: r.unchanged } };
     },
   );
