@@ -22,10 +22,11 @@ export class RenderFailure extends Error {
 }
 
 /**
- * The pool's budget for a task starts when a thread takes it and is only a
+ * The pool's budget for a task starts when a thread begins it and is only a
  * backstop: the render budget proper is enforced in the thread (Liquid's
- * render deadline). The allowance covers what the thread's own clock does not
- * see: starting a fresh thread (after one was ended) and waiting for a core.
+ * render deadline, in the thread's CPU time). The allowance covers what the
+ * thread's CPU clock does not see: waiting for a core at the threads' low
+ * priority.
  */
 export const POOL_QUEUE_ALLOWANCE_MS = 5_000;
 

@@ -27,7 +27,7 @@ export type UntrustedPoolOptions = {
   maxThreads?: number;
   /** Each thread's V8 old-generation heap, MiB (default DEFAULT_POOL_HEAP_MIB). */
   maxOldGenerationSizeMb?: number;
-  /** Wall-clock budget of one task, from when a thread takes it, ms (default 2,000). */
+  /** Wall-clock budget of one task, from when a thread begins it, ms (default 2,000). */
   budgetMs?: number;
   /** Tasks waiting for a thread at most, all teams together; past it a task is refused at once (default 1,000). */
   maxQueue?: number;
@@ -61,6 +61,13 @@ export class UntrustedWorkError extends Error {
   }
 }
 
+/**
+ * How long a task handed to piscina may wait for a thread to begin it (a
+ * thread's boot at low priority on a loaded machine) before it is refused as
+ * overloaded. Its own budget only starts once it has begun.
+ */
+const START_DEADLINE_MS = 60_000;
+
 /** Tasks without a team (tests, operator tools) share this queue. */
 const NO_TEAM = '';
 
@@ -84,7 +91,8 @@ export class UntrustedPool {
     this.maxQueue = opts.maxQueue ?? 1_000;
     const maxOld = opts.maxOldGenerationSizeMb ?? DEFAULT_POOL_HEAP_MIB;
     this.pool = new Piscina({
-      filename: opts.filename ?? new URL('../pool-tasks.ts', import.meta.url).href,
+      filename: new URL('./thread.ts', import.meta.url).href,
+      workerData: { tasks: opts.filename ?? new URL('../pool-tasks.ts', import.meta.url).href },
       minThreads: 1,
       maxThreads: this.maxThreads,
       // Admission happens here (never more tasks than threads), so piscina's
@@ -105,15 +113,37 @@ export class UntrustedPool {
    * UntrustedWorkError on a timeout (the thread is terminated), an out-of-memory
    * thread, or a full queue; an Error thrown by the task itself passes through
    * with its message (e.g. a Liquid syntax error). The budget counts from when
-   * a thread takes the task, not from the wait in the queue.
+   * a thread begins the task: not the wait in the queue, nor a thread's boot.
    */
   async run<T>(name: string, input: unknown, budgetMs = this.budgetMs, team: string = NO_TEAM): Promise<T> {
     await this.admit(team);
+    // The budget starts when the thread begins the task (thread.ts sets
+    // `started`), not when it is handed over: a thread still booting would
+    // otherwise spend the task's budget on its own start. A task no thread
+    // begins within START_DEADLINE_MS is given up as overloaded.
+    const started = new Int32Array(new SharedArrayBuffer(4));
+    const abort = new AbortController();
+    let timer: NodeJS.Timeout = setTimeout(
+      () => abort.abort(new UntrustedWorkError('overloaded', 'no worker thread was free in time; try again shortly')),
+      START_DEADLINE_MS,
+    );
+    const begun = Atomics.waitAsync(started, 0, 0);
+    const onBegun = () => {
+      if (Atomics.load(started, 0) !== 1) return; // ended before it began
+      clearTimeout(timer);
+      timer = setTimeout(() => abort.abort(new UntrustedWorkError('timeout', `took longer than ${budgetMs} ms`)), budgetMs);
+    };
+    if (begun.async) void begun.value.then(onBegun);
+    else onBegun();
     try {
-      return (await this.pool.run(input, { name, signal: AbortSignal.timeout(budgetMs) })) as T;
+      return (await this.pool.run({ name, input, started }, { name: 'run', signal: abort.signal })) as T;
     } catch (err) {
+      if (abort.signal.aborted && abort.signal.reason instanceof UntrustedWorkError) throw abort.signal.reason;
       throw classify(err, budgetMs);
     } finally {
+      clearTimeout(timer);
+      // Settles the wait when the task never began (a full or closed pool).
+      if (Atomics.compareExchange(started, 0, 0, 2) === 0) Atomics.notify(started, 0);
       this.release(team);
     }
   }

@@ -38,3 +38,16 @@ test('the event loop stays free while a task burns CPU', async () => {
   assert.ok(Date.now() - started < 100, `timer fired after ${Date.now() - started} ms`);
   await busy;
 });
+
+test("a task's budget starts when a thread begins it, not during the thread's boot", async () => {
+  // Each thread takes 1.5 s to load its task module; the tasks' budget is 300 ms.
+  // Counted from the hand-over (as before), both would time out.
+  const slow = new UntrustedPool({ filename: new URL('./slow-boot-tasks.ts', import.meta.url).href, maxThreads: 2, budgetMs: 300 });
+  try {
+    const started = Date.now();
+    assert.deepEqual(await Promise.all([slow.run('echo', 1), slow.run('echo', 2)]), [1, 2]);
+    assert.ok(Date.now() - started >= 1_400, `answered after ${Date.now() - started} ms, before the boot could end`);
+  } finally {
+    await slow.close();
+  }
+});
