@@ -68,6 +68,9 @@ export class UntrustedWorkError extends Error {
  */
 const START_DEADLINE_MS = 60_000;
 
+/** A task is ended this long after it began whatever CPU it got (its budget is CPU time). */
+const WALL_CEILING_MS = 60_000;
+
 /** Tasks without a team (tests, operator tools) share this queue. */
 const NO_TEAM = '';
 
@@ -118,20 +121,45 @@ export class UntrustedPool {
   async run<T>(name: string, input: unknown, budgetMs = this.budgetMs, team: string = NO_TEAM): Promise<T> {
     await this.admit(team);
     // The budget starts when the thread begins the task (thread.ts sets
-    // `started`), not when it is handed over: a thread still booting would
-    // otherwise spend the task's budget on its own start. A task no thread
-    // begins within START_DEADLINE_MS is given up as overloaded.
-    const started = new Int32Array(new SharedArrayBuffer(4));
+    // `started` and names its thread), not when it is handed over: a thread
+    // still booting would otherwise spend the task's budget on its own start.
+    // And it counts the thread's CPU time, not the wall clock: the threads run
+    // at nice 10, and on a machine loaded past its cores a task may get a small
+    // share of one; it is ended when it has used its budget of CPU, or at
+    // WALL_CEILING_MS however little it got. A task no thread begins within
+    // START_DEADLINE_MS is given up as overloaded.
+    const started = new Int32Array(new SharedArrayBuffer(8));
     const abort = new AbortController();
+    const timedOut = () => abort.abort(new UntrustedWorkError('timeout', `took longer than ${budgetMs} ms`));
     let timer: NodeJS.Timeout = setTimeout(
       () => abort.abort(new UntrustedWorkError('overloaded', 'no worker thread was free in time; try again shortly')),
       START_DEADLINE_MS,
     );
+    let ceiling: NodeJS.Timeout | undefined;
     const begun = Atomics.waitAsync(started, 0, 0);
     const onBegun = () => {
       if (Atomics.load(started, 0) !== 1) return; // ended before it began
       clearTimeout(timer);
-      timer = setTimeout(() => abort.abort(new UntrustedWorkError('timeout', `took longer than ${budgetMs} ms`)), budgetMs);
+      // Its own timer: a thread stuck in native code answers no CPU question.
+      ceiling = setTimeout(timedOut, WALL_CEILING_MS);
+      const thread = this.pool.threads.find((w) => w.threadId === Atomics.load(started, 1));
+      if (!thread) {
+        timer = setTimeout(timedOut, budgetMs);
+        return;
+      }
+      const cpuMs = async () => {
+        const u = await thread.cpuUsage();
+        return (u.user + u.system) / 1000;
+      };
+      const base = cpuMs();
+      base.catch(() => {}); // a thread that ended (out of memory) answers nothing; check() sees the same
+      const check = async () => {
+        const used = (await cpuMs()) - (await base);
+        if (abort.signal.aborted || Atomics.load(started, 0) !== 1) return;
+        if (used >= budgetMs) timedOut();
+        else timer = setTimeout(() => void check().catch(timedOut), Math.max(budgetMs - used, 20));
+      };
+      timer = setTimeout(() => void check().catch(timedOut), budgetMs);
     };
     if (begun.async) void begun.value.then(onBegun);
     else onBegun();
@@ -142,8 +170,9 @@ export class UntrustedPool {
       throw classify(err, budgetMs);
     } finally {
       clearTimeout(timer);
-      // Settles the wait when the task never began (a full or closed pool).
-      if (Atomics.compareExchange(started, 0, 0, 2) === 0) Atomics.notify(started, 0);
+      clearTimeout(ceiling);
+      // Marks the task ended; settles the wait when it never began (a full or closed pool).
+      if (Atomics.exchange(started, 0, 2) === 0) Atomics.notify(started, 0);
       this.release(team);
     }
   }

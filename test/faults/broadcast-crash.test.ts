@@ -90,7 +90,9 @@ describe('broadcast crash', () => {
       const jobs = await t.database.pool.query(
         `SELECT t.identifier, j.attempts, j.last_error, j.locked_by IS NOT NULL AS locked, j.run_at > now() AS later, count(*)::int AS n
            FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id GROUP BY 1, 2, 3, 4, 5`);
-      throw new Error(`${err.message}: ${JSON.stringify(last)}; jobs ${JSON.stringify(jobs.rows)}`);
+      const failed = await t.database.pool.query(
+        `SELECT last_error, count(*)::int AS n FROM email_send_log WHERE team_id = $1 AND status = 'failed' GROUP BY 1`, [teamId]);
+      throw new Error(`${err.message}: ${JSON.stringify(last)}; failed ${JSON.stringify(failed.rows)}; jobs ${JSON.stringify(jobs.rows)}`);
     });
     // The lease running out, without waiting for it: interrupted rows become older than the lease; their jobs fail them.
     const interrupted = (await t.database.pool.query<{ id: string }>(

@@ -153,7 +153,14 @@ describe('database outage under load', () => {
       await post('/public/v1/email/events', { event_name: 'lead.created', email: 'lead@dbfault.example.com' });
       // Generous: on a loaded 2-core machine the worker's first send has taken over 10 s.
       for (let i = 0; smtp.started() === 0; i++) {
-        assert.ok(i < 600, 'the send did not reach the SMTP server within 30 s');
+        if (i >= 600) {
+          // Where it stopped: the message (if any) and the jobs not yet done.
+          const sends = await pool.query('SELECT status, last_error FROM email_send_log WHERE team_id = $1', [teamId]);
+          const jobs = await pool.query(
+            `SELECT t.identifier, j.attempts, j.last_error, j.locked_by IS NOT NULL AS locked, j.run_at > now() AS later
+               FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks t ON t.id = j.task_id`);
+          assert.fail(`the send did not reach the SMTP server within 30 s: sends ${JSON.stringify(sends.rows)}; jobs ${JSON.stringify(jobs.rows)}`);
+        }
         await sleep(50);
       }
       stopAt = Date.now();

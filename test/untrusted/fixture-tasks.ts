@@ -8,10 +8,26 @@ export function spin(ms: number): number {
   while (Date.now() < end) n++;
   return n;
 }
+/** Uses `ms` of this thread's CPU time (however long that takes on the wall). */
+export function burn(ms: number): number {
+  const cpu = () => {
+    const u = process.threadCpuUsage();
+    return (u.user + u.system) / 1000;
+  };
+  const end = cpu() + ms;
+  let n = 0;
+  while (cpu() < end) n++;
+  return n;
+}
 export function grow(): number {
   const hold: string[] = [];
   for (;;) hold.push('x'.repeat(1024 * 1024) + hold.length);
 }
 export function fail(message: string): never {
   throw new Error(message);
+}
+/** Holds its thread without using CPU (a thread starved of the cores looks like this to the wall clock). */
+export function idle(ms: number): number {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  return ms;
 }
