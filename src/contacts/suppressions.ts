@@ -114,6 +114,37 @@ export async function suppress(
 }
 
 /**
+ * Of these addresses, those soft-bounced at least `limit` times within `days`
+ * (the `soft_bounce` suppression): by a DSN or provider report
+ * (message_feedback) or given up at SMTP time after the retries (a message
+ * `bounced_soft`, counted at its bounced_at); a message reported both ways
+ * counts once, at its report's time.
+ */
+export async function overSoftBounceLimit(
+  tx: Tx | Db,
+  addrs: { team_id: string; email: string }[],
+  limit: number,
+  days: number,
+): Promise<{ team_id: string; email: string }[]> {
+  if (addrs.length === 0) return [];
+  const unique = [...new Map(addrs.map((a) => [`${a.team_id}|${a.email}`, { team_id: a.team_id, email: a.email }])).values()];
+  const { rows } = await sql<{ team_id: string; email: string }>`
+    SELECT x.team_id, x.email
+      FROM jsonb_to_recordset(${JSON.stringify(unique)}::jsonb) AS x (team_id uuid, email text)
+     WHERE (SELECT count(*) FROM (
+              SELECT f.email_send_log_id FROM message_feedback f
+               WHERE f.team_id = x.team_id AND f.email = x.email AND f.kind = 'bounce_soft'
+                 AND f.occurred_at > now() - make_interval(days => ${days})
+              UNION
+              SELECT l.id FROM email_send_log l
+               WHERE l.team_id = x.team_id AND l.email = x.email AND l.status = 'bounced_soft'
+                 AND l.bounced_at > now() - make_interval(days => ${days})
+                 -- A reported one counts at its report's time, above.
+                 AND NOT EXISTS (SELECT 1 FROM message_feedback f WHERE f.email_send_log_id = l.id AND f.kind = 'bounce_soft')) AS s) >= ${limit}`.execute(tx);
+  return rows;
+}
+
+/**
  * The addresses among `emails` that no message may go to (ALL_MAIL_REASONS),
  * matched in clear or by their keyed hash (erased addresses).
  */

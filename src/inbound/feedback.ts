@@ -24,7 +24,7 @@ import { Counter, register } from 'prom-client';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
-import { suppress } from '../contacts/suppressions.ts';
+import { overSoftBounceLimit, suppress } from '../contacts/suppressions.ts';
 import { retryOnConflict } from '../lib/db-retry.ts';
 import { DEFAULT_INBOUND } from '../config-inbound.ts';
 import { addMessageFacts, type MessageFact } from '../stats/deltas.ts';
@@ -362,17 +362,7 @@ async function applyTx(tx: Tx, items: Feedback[], opts: FeedbackOptions): Promis
   const limit = opts.softBounceLimit ?? DEFAULT_INBOUND.softBounceLimit;
   const days = opts.softBounceDays ?? DEFAULT_INBOUND.softBounceDays;
   const softAddrs = [...new Map(effective.filter((r) => r.kind === 'bounce_soft').map((r) => [`${r.team_id}|${r.email}`, r])).values()];
-  let softSuppressed: { team_id: string; email: string }[] = [];
-  if (softAddrs.length > 0) {
-    const { rows: over } = await sql<{ team_id: string; email: string }>`
-      SELECT x.team_id, x.email
-        FROM jsonb_to_recordset(${JSON.stringify(softAddrs.map((r) => ({ team_id: r.team_id, email: r.email })))}::jsonb)
-          AS x (team_id uuid, email text)
-       WHERE (SELECT count(*) FROM message_feedback f
-               WHERE f.team_id = x.team_id AND f.email = x.email AND f.kind = 'bounce_soft'
-                 AND f.occurred_at > now() - make_interval(days => ${days})) >= ${limit}`.execute(tx);
-    softSuppressed = over;
-  }
+  const softSuppressed = await overSoftBounceLimit(tx, softAddrs, limit, days);
   const softSet = new Set(softSuppressed.map((s) => `${s.team_id}|${s.email}`));
 
   if (contacts.size > 0) {

@@ -25,7 +25,7 @@ import { emit, type EventName, type NewEvent } from '../events/emit.ts';
 import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
 import { retryOnConflict } from '../lib/db-retry.ts';
 import { jitteredDelay } from '../lib/jitter.ts';
-import { suppress } from '../contacts/suppressions.ts';
+import { overSoftBounceLimit, suppress } from '../contacts/suppressions.ts';
 import { providerMessageId } from '../inbound/provider-id.ts';
 import { addMessageFacts, type MessageFact } from '../stats/deltas.ts';
 
@@ -164,8 +164,17 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
     if (r.row.campaign_id && r.kind === 'sent') count(campaigns, `${r.row.campaign_id}|${r.row.team_id}`, i);
   }
 
+  // A soft bounce given up at SMTP time counts toward the soft-bounce limit as
+  // one reported by DSN does (N within M days suppress the address, reason
+  // soft_bounce, and make an active contact `bounced`).
+  const softRows = items.filter((r) => r.kind === 'soft');
+  const softOver = await overSoftBounceLimit(
+    tx, softRows.map((r) => ({ team_id: r.row.team_id, email: r.row.email })), config.inbound.softBounceLimit, config.inbound.softBounceDays);
+  const softSet = new Set(softOver.map((s) => `${s.team_id}|${s.email}`));
+  const softLimitContacts = new Set(softRows.filter((r) => r.row.contact_id && softSet.has(`${r.row.team_id}|${r.row.email}`)).map((r) => r.row.contact_id!));
+
   if (contacts.size > 0) {
-    const list = split(contacts);
+    const list = split(contacts).map((c) => ({ ...c, soft_limit: softLimitContacts.has(c.id) }));
     await sql`SELECT 1 FROM contacts WHERE id = ANY (${list.map((c) => c.id)}::uuid[]) ORDER BY id FOR NO KEY UPDATE`.execute(tx);
     // Sends leave updated_at alone (activity, not an edit); bounces change the record.
     await sql`
@@ -178,15 +187,20 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
              first_bounced_at = CASE WHEN x.soft + x.hard > 0 THEN coalesce(c.first_bounced_at, ${at}) ELSE c.first_bounced_at END,
              last_bounced_at = CASE WHEN x.soft + x.hard > 0 THEN ${at} ELSE c.last_bounced_at END,
              updated_at = CASE WHEN x.soft + x.hard > 0 THEN now() ELSE c.updated_at END,
-             status = CASE WHEN x.hard > 0 AND c.status = 'active' THEN 'bounced' ELSE c.status END
-        FROM jsonb_to_recordset(${json(list)}::jsonb) AS x (id uuid, team_id uuid, sent int, soft int, hard int)
+             status = CASE WHEN (x.hard > 0 OR x.soft_limit) AND c.status = 'active' THEN 'bounced' ELSE c.status END
+        FROM jsonb_to_recordset(${json(list)}::jsonb) AS x (id uuid, team_id uuid, sent int, soft int, hard int, soft_limit boolean)
        WHERE c.id = x.id AND c.team_id = x.team_id`.execute(tx);
   }
   // A hard bounce suppresses the address for the team for every kind of mail,
   // contact or not (transactional recipients need not be contacts).
-  await suppress(tx, items.filter((r) => r.kind === 'hard').map((r) => ({
-    team_id: r.row.team_id, email: r.row.email, reason: 'bounced_hard' as const, message_id: r.row.id,
-  })));
+  await suppress(tx, [
+    ...items.filter((r) => r.kind === 'hard').map((r) => ({
+      team_id: r.row.team_id, email: r.row.email, reason: 'bounced_hard' as const, message_id: r.row.id,
+    })),
+    ...softRows.filter((r) => softSet.has(`${r.row.team_id}|${r.row.email}`)).map((r) => ({
+      team_id: r.row.team_id, email: r.row.email, reason: 'soft_bounce' as const, message_id: r.row.id,
+    })),
+  ]);
   const retry = items.filter((r) => r.kind === 'temporary');
   if (retry.length > 0) {
     await addJobs(tx, 'send_email', retry.map((r) => ({

@@ -168,6 +168,41 @@ describe('sending: upsert → decision → SMTP → result', () => {
     assert.equal(contact.soft_bounces_count, 1);
   });
 
+  test('soft bounces given up at SMTP time count toward the soft-bounce limit (3 in 7 days): suppressed, contact bounced', async () => {
+    const s = await setup(t, sink.port);
+    const send = async (email: string) => {
+      const res = await s.a.post('/email/emails/submit', { template_id: s.templateId, mail_account_id: s.accountId, to_email: email });
+      if (res.statusCode !== 202) return res;
+      // No retries: the first 451 is given up, a soft bounce.
+      await drain(t, { config: { sendRetryDelays: [] } });
+      return res;
+    };
+    const listed = async (email: string) =>
+      (await t.database.pool.query('SELECT reason, message_id FROM suppressions WHERE team_id = $1 AND email = $2', [s.teamId, email])).rows;
+    const email = 'soft-limit@example.com';
+    await s.a.post('/email/contacts/upsert', { email });
+    for (let i = 1; i <= 2; i++) await send(email);
+    assert.deepEqual(await listed(email), [], 'two soft bounces: below the limit');
+    assert.equal((await contactByEmail(t, s.teamId, email)).status, 'active');
+    await send(email);
+    const logs = (await sendLog(t, s.teamId)).filter((l) => l.email === email);
+    assert.deepEqual(logs.map((l) => l.status), ['bounced_soft', 'bounced_soft', 'bounced_soft']);
+    assert.deepEqual(await listed(email), [{ reason: 'soft_bounce', message_id: logs[2]!.id }]);
+    const contact = await contactByEmail(t, s.teamId, email);
+    assert.equal(contact.status, 'bounced');
+    assert.equal(contact.soft_bounces_count, 3);
+    const fourth = await send(email);
+    assert.equal(fourth.statusCode, 422, fourth.body);
+    assert.equal(fourth.json().error.code, 'RECIPIENT_SUPPRESSED');
+
+    // Bounces older than the window do not count.
+    const old = 'soft-old@example.com';
+    for (let i = 1; i <= 2; i++) await send(old);
+    await t.database.pool.query(`UPDATE email_send_log SET bounced_at = now() - interval '8 days' WHERE team_id = $1 AND email = $2`, [s.teamId, old]);
+    await send(old);
+    assert.deepEqual(await listed(old), [], 'two of the three are older than 7 days');
+  });
+
   test('a deferred retry waits for its delay', async () => {
     const s = await setup(t, sink.port);
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
