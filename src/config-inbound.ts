@@ -24,6 +24,9 @@ export type InboundConfig = {
   maxMimeParts: number;
   /** Nesting depth of MIME parts at most. */
   maxMimeDepth: number;
+  /** PEM files of the listener's certificate (chain) and key: STARTTLS is offered only with both. */
+  tlsCertFile: string | undefined;
+  tlsKeyFile: string | undefined;
   /** Soft bounces of one address within softBounceDays that suppress it (reason `soft_bounce`). */
   softBounceLimit: number;
   softBounceDays: number;
@@ -47,6 +50,9 @@ export function loadInboundConfig(int: IntReader, str: StrReader, fail: (m: stri
       throw fail(`INBOUND_FBL_ADDRESS must be an address under INBOUND_DOMAIN (${domain}), got "${fblAddress}"`);
     }
   }
+  const tlsCertFile = str('INBOUND_TLS_CERT');
+  const tlsKeyFile = str('INBOUND_TLS_KEY');
+  if ((tlsCertFile === undefined) !== (tlsKeyFile === undefined)) throw fail('INBOUND_TLS_CERT and INBOUND_TLS_KEY go together (PEM files of the certificate and its key)');
   if (smtpPort !== undefined && domain === undefined) throw fail('INBOUND_SMTP_PORT needs INBOUND_DOMAIN (the listener takes mail only for it)');
   return {
     smtpPort,
@@ -59,6 +65,8 @@ export function loadInboundConfig(int: IntReader, str: StrReader, fail: (m: stri
     socketTimeoutMs: int('INBOUND_SOCKET_TIMEOUT_MS', 60_000, 1000, 3_600_000),
     maxMimeParts: int('INBOUND_MAX_MIME_PARTS', 100, 1, 10_000),
     maxMimeDepth: int('INBOUND_MAX_MIME_DEPTH', 10, 1, 100),
+    tlsCertFile,
+    tlsKeyFile,
     softBounceLimit: int('SOFT_BOUNCE_LIMIT', 3, 1, 1000),
     softBounceDays: int('SOFT_BOUNCE_DAYS', 7, 1, 365),
   };

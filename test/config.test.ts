@@ -27,6 +27,8 @@ for (const [env, variable] of [
   [{ REDIS_URL: 'http://x' }, 'REDIS_URL'],
   [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL'],
   [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+  [{ INBOUND_TLS_CERT: '/etc/ssl/mx.pem' }, 'INBOUND_TLS_KEY'],
+  [{ INBOUND_TLS_KEY: '/etc/ssl/mx.key' }, 'INBOUND_TLS_CERT'],
   [{ SERVICE_NAME: 'has space' }, 'SERVICE_NAME'],
   [{ RUN_WORKER: 'maybe' }, 'RUN_WORKER'],
   [{ ALLOWED_PRIVATE_TARGETS: '10.0.0.0/33' }, 'ALLOWED_PRIVATE_TARGETS'],

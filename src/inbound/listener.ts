@@ -15,7 +15,9 @@
 // a report we acknowledged. A database failure answers 451, so the sending MTA
 // retries later; a message we cannot match or read is accepted and dropped
 // (logged and counted), never refused into a retry loop.
+import { readFileSync, statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import { sql } from 'kysely';
 import { Counter, register } from 'prom-client';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
@@ -29,7 +31,15 @@ import type { Classified } from './parse.ts';
 
 type Log = { info(obj: object, msg: string): void; warn(obj: object, msg: string): void; error?(obj: object, msg: string): void };
 
-export type InboundListener = { port: number; close(): Promise<void> };
+export type InboundListener = {
+  port: number;
+  /** Reloads the certificate files if they changed (the listener does it hourly by itself). */
+  reloadTls(): void;
+  close(): Promise<void>;
+};
+
+/** How often the certificate files are looked at for a renewal (a changed mtime reloads them). */
+const TLS_RELOAD_MS = 60 * 60_000;
 
 /** A batch goes at once when this many items wait, else BATCH_MS after its first. */
 const BATCH_MAX = 200;
@@ -158,12 +168,23 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
     if (items.length > 0) await batcher.add(items);
   }
 
+  // STARTTLS with the operator's certificate (INBOUND_TLS_CERT/KEY), else none:
+  // smtp-server's built-in certificate would be a self-signed one for another name.
+  const tlsFiles = inbound.tlsCertFile && inbound.tlsKeyFile ? { cert: inbound.tlsCertFile, key: inbound.tlsKeyFile } : null;
+  const readTls = () => {
+    try {
+      return { cert: readFileSync(tlsFiles!.cert), key: readFileSync(tlsFiles!.key), minVersion: 'TLSv1.2' as const };
+    } catch (err) {
+      throw new Error(`the inbound listener could not read INBOUND_TLS_CERT/INBOUND_TLS_KEY: ${(err as Error).message}`);
+    }
+  };
+  const tlsMtime = () => Math.max(statSync(tlsFiles!.cert).mtimeMs, statSync(tlsFiles!.key).mtimeMs);
   const server = new SMTPServer({
     name: domain,
     banner: 'feedback only',
     secure: false,
-    // No TLS material of our own yet: mail arrives in clear, as to most MX hosts that offer none.
-    disabledCommands: ['AUTH', 'STARTTLS'],
+    ...(tlsFiles ? readTls() : {}),
+    disabledCommands: tlsFiles ? ['AUTH'] : ['AUTH', 'STARTTLS'],
     authOptional: true,
     size: inbound.maxMessageBytes,
     maxClients: inbound.maxClients,
@@ -215,10 +236,33 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
     });
   });
   const { port } = server.server.address() as AddressInfo;
-  log.info({ port, host: inbound.smtpHost, domain }, 'inbound SMTP listener started');
+  log.info({ port, host: inbound.smtpHost, domain, starttls: !!tlsFiles }, 'inbound SMTP listener started');
+  // A renewed certificate (certbot and the like replace the files) is taken
+  // without a restart; a broken pair keeps the one in use and says so.
+  let loadedAt = tlsFiles ? tlsMtime() : 0;
+  const reloadTls = () => {
+    if (!tlsFiles) return;
+    try {
+      const m = tlsMtime();
+      if (m === loadedAt) return;
+      const material = readTls();
+      // Checked on its own first: smtp-server's updateSecureContext drops the
+      // context in use before it builds the new one, so a bad pair would leave none.
+      createSecureContext(material);
+      server.updateSecureContext(material);
+      loadedAt = m;
+      log.info({ cert: tlsFiles.cert }, 'inbound SMTP listener: certificate reloaded');
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'inbound SMTP listener: certificate not reloaded; the previous one stays');
+    }
+  };
+  const reload = tlsFiles ? setInterval(reloadTls, TLS_RELOAD_MS) : null;
+  reload?.unref();
   return {
     port,
+    reloadTls,
     async close() {
+      if (reload) clearInterval(reload);
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await batcher.close();
     },
