@@ -27,12 +27,16 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
     (log[l as 'info'] ?? log.info).call(log, { scope, ...meta }, message);
   });
   const processId = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  let currentPoolId: string | null = null;
   const workerIds = new Set<string>();
   const events: WorkerEvents = new EventEmitter();
   // graphile-worker 0.17 locks jobs with its pool's id (locked_by = 'pool-…'),
   // not the ids of the pool's workers: without the pool id, a dead process's
   // jobs stayed locked for graphile-worker's 4-hour expiry.
-  events.on('pool:create', ({ workerPool }) => workerIds.add(workerPool.id));
+  events.on('pool:create', ({ workerPool }) => {
+    workerIds.add(workerPool.id);
+    currentPoolId = workerPool.id;
+  });
   events.on('worker:create', ({ worker }) => workerIds.add(worker.workerId));
   // Six missed heartbeats make a worker dead (WORKER_DEAD_AFTER_S, default 30 s):
   // long enough for a GC pause or a slow database, short enough that a killed
@@ -113,6 +117,23 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
     );
   };
   supervise(runner);
+  // A runner shutting down after a fatal error (its complete/fail-job write
+  // failed) waits for its running jobs; one that never ends (a job stuck on
+  // a connection or a lock the outage left behind) would keep the runner, and
+  // every job of this process, stopped for good. Past twice WORKER_DEAD_AFTER_S
+  // (60 s by default) it is abandoned and replaced: its jobs are unlocked and
+  // run again (every task is idempotent), whatever its stuck ones do.
+  const shutdownStuckMs = deadAfterS * 2_000;
+  events.on('pool:gracefulShutdown', ({ workerPool }) => {
+    if (stopping || workerPool.id !== currentPoolId) return;
+    const shutting = runner;
+    const timer = setTimeout(() => {
+      log.error({ pool: workerPool.id }, `the job runner did not finish shutting down within ${shutdownStuckMs / 1000} s; abandoning it`);
+      void restartWhenDatabaseIsBack(shutting, new Error('shutdown stuck'));
+    }, shutdownStuckMs);
+    timer.unref();
+    shutting.promise.then(() => clearTimeout(timer), () => clearTimeout(timer));
+  });
   await beat().catch((err) => log.warn({ err }, 'worker heartbeat failed'));
   const heartbeat = setInterval(() => void beat().catch((err) => log.warn({ err }, 'worker heartbeat failed')), heartbeatMs);
   heartbeat.unref();

@@ -289,6 +289,14 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
 const DECIDE_BATCH = 500;
 
 /**
+ * How long a decider keeps looking at waiting events that another transaction
+ * holds before it gives up with an error (its job is retried with backoff).
+ * Their holder's statements are short; a holder that never lets go (a session
+ * stuck in its transaction) must not keep a worker slot spinning for ever.
+ */
+const HELD_EVENTS_WAIT_MS = 10_000;
+
+/**
  * The process_events handler. A team's waiting trigger events (decided_at IS
  * NULL) are decided by one job at a time, in batches, each in one transaction
  * holding a per-team advisory lock taken with pg_try_advisory_xact_lock. A job
@@ -330,6 +338,7 @@ async function decideWaiting(
   opts: { processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>; appSecret?: string },
 ): Promise<void> {
   const key = createHash('sha256').update(`plover:decide-team:${teamId}`).digest().readBigInt64BE(0);
+  let heldSince: number | null = null;
   for (;;) {
     const outcome = await db.transaction().execute(async (trx) => {
       const { rows: lock } = await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok`.execute(trx);
@@ -360,7 +369,13 @@ async function decideWaiting(
         SELECT EXISTS (SELECT 1 FROM events WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
                          AND name IN ('contact.saved', 'lead.created', 'sale.created')) AS waiting`.execute(db);
       if (!rows[0]!.waiting) return;
+      heldSince ??= Date.now();
+      if (Date.now() - heldSince > HELD_EVENTS_WAIT_MS) {
+        throw new Error(`events of team ${teamId} are waiting but held by another transaction for over ${HELD_EVENTS_WAIT_MS} ms; retried later`);
+      }
       await new Promise((r) => setTimeout(r, 5)); // skipped rows: their holder's statement is short
+    } else {
+      heldSince = null;
     }
   }
 }

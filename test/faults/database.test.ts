@@ -223,6 +223,11 @@ describe('database outage under load', () => {
     if (pending > 0) {
       const jobs = await pool.query(`SELECT * FROM graphile_worker.jobs`);
       process.stderr.write(`jobs left: ${JSON.stringify(jobs.rows)}\n`);
+      // What each session of the database is doing (a stuck job waits on something).
+      const activity = await pool.query(
+        `SELECT pid, application_name, state, wait_event_type, wait_event, now() - xact_start AS xact_age, now() - state_change AS state_age, left(query, 300) AS query
+           FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
+      process.stderr.write(`sessions: ${JSON.stringify(activity.rows)}\n`);
     }
     assert.equal(pending, 0, 'events left unprocessed after the outage');
     // The interrupted send went out once and was not repeated by the restarted runner.
