@@ -10,6 +10,7 @@ import { notFound, validationFailed } from '../lib/errors.ts';
 import { UUID_RE, withErrors } from '../http/schemas.ts';
 import { STATS_KEYS } from '../db/schema-stats.ts';
 import type { Db } from '../db/pool.ts';
+import { findMailAccount } from '../mail/accounts.ts';
 import { alignRange, knownZone, MAX_POINTS, readStats, type StatsScope } from './read.ts';
 
 const TAGS = ['stats'];
@@ -86,9 +87,7 @@ export const statsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/mail-accounts/:id/stats', { schema: schema('Statistics of a mail account (all its mail)', true) }, async (request) => {
     const teamId = request.auth!.teamId;
     const { id } = request.params as { id: string };
-    const found = UUID_RE.test(id)
-      && (await sql`SELECT 1 FROM mail_accounts WHERE id = ${id}::uuid AND team_id = ${teamId}::uuid AND deleted_at IS NULL`.execute(db)).rows.length > 0;
-    if (!found) throw notFound('mail account');
+    if (!UUID_RE.test(id) || !(await findMailAccount(db, teamId, id))) throw notFound('mail account');
     return answer(db, teamId, { kind: 'account', id }, request.query);
   });
 };
