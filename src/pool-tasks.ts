@@ -10,4 +10,4 @@ export function ping(input: unknown): unknown {
 export { parseJson } from './untrusted/json-task.ts';
 
 export { checkTemplate, renderMessage, renderStats } from './templates/render-tasks.ts';
-export { classifyInbound } from './inbound/parse-task.ts';
+export { classifyInbound, classifyInboundBatch } from './inbound/parse-task.ts';
