@@ -124,7 +124,7 @@ const CLASSIFY_BATCH_BYTES = 1024 * 1024;
  * message at a time, so one hostile message fails only itself.
  */
 class ClassifyBatcher {
-  private readonly waiting = new Map<string, { input: ClassifyInput; bytes: number; resolve(r: Classified[]): void; reject(e: unknown): void }[]>();
+  private readonly waiting = new Map<string, { input: ClassifyInput; bytes: number; resolve: (r: Classified[]) => void; reject: (e: unknown) => void }[]>();
   private readonly busy = new Set<string>();
   private readonly pool: UntrustedPool;
 
@@ -157,7 +157,7 @@ class ClassifyBatcher {
     });
   }
 
-  private async run(team: string, batch: { input: ClassifyInput; resolve(r: Classified[]): void; reject(e: unknown): void }[]): Promise<void> {
+  private async run(team: string, batch: { input: ClassifyInput; resolve: (r: Classified[]) => void; reject: (e: unknown) => void }[]): Promise<void> {
     const one = (input: ClassifyInput) => this.pool.run<Classified[]>('classifyInbound', input, PARSE_BUDGET_MS, team);
     if (batch.length === 1) {
       await one(batch[0]!.input).then(batch[0]!.resolve, batch[0]!.reject);
