@@ -8,11 +8,26 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
 export type Db = Kysely<Database>;
 
-export function createPool(connectionString: string, max = 20): pg.Pool {
+/**
+ * A session idle inside a transaction this long is ended by PostgreSQL, and
+ * its locks with it. Our transactions never wait on anything but the database
+ * (DNS, SMTP and rendering happen outside them), so only a stuck client gets
+ * there: one left holding its locks after a database outage kept a worker's
+ * jobs waiting on them for good.
+ */
+export const IDLE_IN_TRANSACTION_MS = 60_000;
+
+export function createPool(connectionString: string, max = 20, opts: { idleInTransactionMs?: number } = {}): pg.Pool {
   const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
+  const idleMs = Math.trunc(opts.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS);
   // An idle client's connection dying (database restart) must not crash the process.
   pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+    // A SET rather than a startup parameter: connection poolers such as PgBouncer refuse unknown ones.
+    // Queued before the first query of whoever asked for the client.
+    client.query(`SET idle_in_transaction_session_timeout = ${idleMs}`).catch(() => {});
+  });
   return pool;
 }
 
