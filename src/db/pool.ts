@@ -18,16 +18,20 @@ export type Db = Kysely<Database>;
 export const IDLE_IN_TRANSACTION_MS = 60_000;
 
 export function createPool(connectionString: string, max = 20, opts: { idleInTransactionMs?: number } = {}): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000 });
   const idleMs = Math.trunc(opts.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS);
+  const config: pg.PoolConfig & { onConnect: (client: pg.PoolClient) => Promise<void> } = {
+    connectionString, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000,
+    // pg-pool awaits this before it hands the new client out. A SET rather than a
+    // startup parameter: connection poolers such as PgBouncer refuse unknown ones.
+    // A refused SET leaves the session as it was rather than failing the connect.
+    onConnect: async (client) => {
+      await client.query(`SET idle_in_transaction_session_timeout = ${idleMs}`).catch(() => {});
+    },
+  };
+  const pool = new pg.Pool(config);
   // An idle client's connection dying (database restart) must not crash the process.
   pool.on('error', () => {});
-  pool.on('connect', (client) => {
-    client.on('error', () => {});
-    // A SET rather than a startup parameter: connection poolers such as PgBouncer refuse unknown ones.
-    // Queued before the first query of whoever asked for the client.
-    client.query(`SET idle_in_transaction_session_timeout = ${idleMs}`).catch(() => {});
-  });
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 
