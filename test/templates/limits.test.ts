@@ -63,7 +63,10 @@ describe('templates: render caps at create', () => {
       const detail = error.details.find((d: { field: string }) => d.field === field);
       assert.ok(detail, JSON.stringify(error.details));
       assert.match(detail.message, message);
-      assert.ok(performance.now() - started < 10_000, `took ${performance.now() - started} ms`);
+      // Not a hang: the pool ends any task 60 s after it began. The budgets are
+      // the thread's CPU time, and a pool thread (nice 10) on a loaded 2-core CI
+      // machine took 10 s of wall time for the 140,000-tag parse's ~300 ms of CPU.
+      assert.ok(performance.now() - started < 30_000, `took ${performance.now() - started} ms`);
       assert.equal(await count(), before);
     });
   }
