@@ -36,9 +36,15 @@ describe('decider: waiting events held by another transaction', () => {
       const started = Date.now();
       await drain(t);
       const took = Date.now() - started;
-      const { rows: jobs } = await t.database.pool.query<{ last_error: string; attempts: number }>(
-        `SELECT j.last_error, j.attempts FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id
-          WHERE k.identifier = 'process_events'`);
+      // The failure is written by the runner as the job ends; read it once it is there.
+      let jobs: { last_error: string; attempts: number }[] = [];
+      for (let i = 0; i < 100; i++) {
+        ({ rows: jobs } = await t.database.pool.query<{ last_error: string; attempts: number }>(
+          `SELECT j.last_error, j.attempts FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id
+            WHERE k.identifier = 'process_events'`));
+        if (jobs.length !== 1 || jobs[0]!.last_error) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
       assert.equal(jobs.length, 1, 'the job failed and waits for its retry');
       assert.match(jobs[0]!.last_error, /held by another transaction for over 10000 ms; retried later/);
       assert.ok(took >= 10_000 && took < 30_000, `gave up after ${took} ms`);
