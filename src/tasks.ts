@@ -19,6 +19,7 @@ import { imapPollTask } from './inbound/imap/poll.ts';
 import { buildBroadcastBatch, finishBroadcast, LIST_BATCH } from './campaigns/broadcast.ts';
 import type { MailDnsResolver } from './verification/check.ts';
 import { foldStats } from './stats/fold.ts';
+import { foldWebhookStats } from './webhooks/stats.ts';
 import { runIteration } from './campaigns/automation.ts';
 import { accountHealthTask } from './stats/health.ts';
 
@@ -59,7 +60,10 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
     broadcast_build: async (payload) => buildBroadcastBatch(deps.db, payload.campaign_send_id, deps.config.appSecret, LIST_BATCH, deps.mailDns),
     broadcast_finish: async (payload) => finishBroadcast(deps.db, payload.campaign_send_id),
     automation_iteration: async (payload) => runIteration(deps.db, payload.campaign_send_id, deps.config.appSecret, LIST_BATCH, deps.mailDns),
-    stats_fold: async () => void (await foldStats(deps.db)),
+    stats_fold: async () => {
+      await foldStats(deps.db);
+      await foldWebhookStats(deps.db);
+    },
     account_health: accountHealthTask(deps.db),
   };
 }

@@ -7,6 +7,8 @@ import type { Database } from '../db/schema.ts';
 import type { AttemptLogEntry, WebhookDeliveriesTable } from '../db/schema-webhooks.ts';
 import type { EventRow } from '../events/process.ts';
 import { paginate } from '../lib/paginate.ts';
+import { bucketOf } from '../stats/deltas.ts';
+import { latencyBinOf } from './stats.ts';
 
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 
@@ -246,7 +248,10 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
   const successes = [...new Set(results.filter((r) => r.status === 'success').map((r) => r.webhook_id))];
   const gone = [...new Set(results.filter((r) => r.gone).map((r) => r.webhook_id))];
   await db.transaction().execute(async (tx) => {
+    // The attempts recorded (same lease) also add to the webhook's statistics
+    // (webhook-stats.ts), in the same statement.
     await sql`
+      WITH u AS (
       UPDATE webhook_deliveries d SET
         status = r.status,
         attempts = d.attempts + 1,
@@ -263,7 +268,13 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
         updated_at = now()
       FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
         AS r(id uuid, lease timestamptz, at timestamptz, status text, code int, body text, error text, duration_ms int, next_at timestamptz)
-      WHERE d.id = r.id AND d.locked_until = r.lease`.execute(tx);
+      WHERE d.id = r.id AND d.locked_until = r.lease
+      RETURNING d.team_id, d.webhook_id, r.at, r.code, r.duration_ms
+      )
+      INSERT INTO webhook_stats_deltas (team_id, webhook_id, bucket, bin, attempts, succeeded)
+      SELECT team_id, webhook_id, ${bucketOf(sql`at`)}, ${latencyBinOf(sql`duration_ms`)}, count(*),
+             count(*) FILTER (WHERE code BETWEEN 200 AND 299)
+        FROM u GROUP BY 1, 2, 3, 4`.execute(tx);
     if (successes.length > 0) {
       const lastAt = new Date(Math.max(...results.filter((r) => r.status === 'success').map((r) => r.at.getTime()))).toISOString();
       await sql`
