@@ -191,3 +191,35 @@ export async function transitionLatestSend(
   if (!row) return { kind: 'no_send' };
   return row.changed ? { kind: 'changed' } : { kind: 'unchanged', status: row.seen };
 }
+
+export type DecisionFilter = { page: number; perPage: number; decision?: 'send' | 'skip'; reason?: string; sendId?: string };
+
+/**
+ * A page of a campaign's decisions, newest first (campaign_decisions_campaign_idx):
+ * every recipient of a broadcast or automation send and every event of an
+ * event-triggered campaign, sent or skipped with the reason. Filters: the
+ * decision, the skip reason, one send.
+ */
+export async function listCampaignDecisions(db: Db, teamId: string, campaignId: string, f: DecisionFilter) {
+  const where = sql`d.team_id = ${teamId} AND d.campaign_id = ${campaignId}
+    ${f.decision ? sql`AND d.decision = ${f.decision}` : sql``}
+    ${f.reason ? sql`AND d.reason = ${f.reason}` : sql``}
+    ${f.sendId ? sql`AND d.campaign_send_id = ${f.sendId}` : sql``}`;
+  return paginate(
+    f,
+    async () => (await sql<{ n: string }>`SELECT count(*) AS n FROM campaign_decisions d WHERE ${where}`.execute(db)).rows[0]!.n,
+    async (limit, offset) =>
+      (
+        await sql<Record<string, unknown>>`
+          SELECT d.id, d.campaign_id, c.name AS campaign_name, d.campaign_send_id, d.event_id, d.contact_id, k.email, d.decision, d.reason,
+                 d.email_send_log_id, l.status AS send_status, l.template_id, l.mail_account_id, ${iso(sql`d.decided_at`)} AS decided_at
+            FROM campaign_decisions d
+            JOIN campaigns c ON c.id = d.campaign_id AND c.team_id = d.team_id
+            LEFT JOIN contacts k ON k.id = d.contact_id AND k.team_id = d.team_id
+            LEFT JOIN email_send_log l ON l.id = d.email_send_log_id AND l.team_id = d.team_id
+           WHERE ${where}
+           ORDER BY d.created_at DESC, d.id DESC
+           LIMIT ${limit} OFFSET ${offset}`.execute(db)
+      ).rows,
+  );
+}

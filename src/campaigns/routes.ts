@@ -3,8 +3,8 @@
 // /public/v1/email/campaigns.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AppError, notFound, validationFailed } from '../lib/errors.ts';
-import { pageMeta, withErrors } from '../http/schemas.ts';
-import { getCampaign, listCampaigns, transitionLatestSend, type SendStatus } from './queries.ts';
+import { PageMeta, pageMeta, withErrors } from '../http/schemas.ts';
+import { getCampaign, listCampaignDecisions, listCampaigns, transitionLatestSend, type SendStatus } from './queries.ts';
 import { createEventCampaign } from './create.ts';
 import {
   CampaignListResponse,
@@ -19,7 +19,7 @@ import {
 import { normalizeEvent } from './send-data.ts';
 import { submitToCampaign } from './submit.ts';
 import { deleteCampaign, updateCampaign } from './manage.ts';
-import { Campaign, DecisionObject } from './schemas.ts';
+import { Campaign, CampaignDecisionObject, DecisionObject, ListDecisionsQuery } from './schemas.ts';
 import { cancelBroadcast, pauseOrResume } from './broadcast.ts';
 import { Type } from 'typebox';
 import { UUID_RE } from '../http/schemas.ts';
@@ -92,6 +92,38 @@ export const campaignsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const campaign = UUID_RE.test(request.params.id) ? await getCampaign(db, request.auth!.teamId, request.params.id) : undefined;
       if (!campaign) throw notFound('campaign');
       return { ok: true as const, campaign };
+    },
+  );
+
+  app.get(
+    '/:id/decisions',
+    {
+      schema: {
+        tags: TAGS,
+        summary: "List a campaign's decisions",
+        description:
+          'Every decision of the campaign, newest first: for an event-triggered campaign one per event, for a broadcast or an ' +
+          'automation one per recipient of a send. `send` carries the e-mail and its status; `skip` the reason (suppressed, ' +
+          'unsubscribed, verification status, verification budget, daily limit, …). Filters: `decision`, `reason`, `send_id`.',
+        params: CampaignParams,
+        querystring: ListDecisionsQuery,
+        response: withErrors(
+          { 200: Type.Object({ ok: Type.Literal(true), decisions: Type.Array(CampaignDecisionObject), meta: PageMeta }) },
+          [404],
+        ),
+      },
+    },
+    async (request) => {
+      const teamId = request.auth!.teamId;
+      const id = request.params.id.toLowerCase();
+      if (!UUID_RE.test(id) || !(await getCampaign(db, teamId, id))) throw notFound('campaign');
+      const q = request.query;
+      const page = q.page ?? 1;
+      const perPage = q.per_page ?? 20;
+      const { rows, total } = await listCampaignDecisions(db, teamId, id, {
+        page, perPage, decision: q.decision, reason: q.reason, sendId: q.send_id?.toLowerCase(),
+      });
+      return { ok: true as const, decisions: rows as never, meta: pageMeta(page, perPage, total) };
     },
   );
 

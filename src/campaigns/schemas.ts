@@ -2,7 +2,8 @@
 // "Campaigns"). Response schemas declare every field: the serializer
 // drops what a schema does not name.
 import { Type, type Static } from 'typebox';
-import { DateTime, PageMeta, pageQuery, StringOrNull } from '../http/schemas.ts';
+import { DateTime, PageMeta, pageQuery, StringOrNull, UUID_PATTERN } from '../http/schemas.ts';
+import { SKIP_REASONS } from '../db/schema-engine.ts';
 
 /** Both spellings are accepted (docs/api.md, "Campaigns"); the dotted one is stored and returned. */
 export const TRIGGER_EVENT_INPUTS = ['contact.saved', 'lead.created', 'sale.created', 'contact_saved', 'lead_created', 'sale_created'] as const;
@@ -330,4 +331,16 @@ export const DecisionObject = Type.Object({
   template_id: StringOrNull,
   mail_account_id: StringOrNull,
   decided_at: DateTime,
+});
+
+export const ListDecisionsQuery = pageQuery(20, {
+  decision: Type.Optional(Type.Enum(['send', 'skip'], { description: 'Only sends or only skips' })),
+  reason: Type.Optional(Type.Enum([...SKIP_REASONS], { description: 'Only skips for this reason' })),
+  send_id: Type.Optional(Type.String({ pattern: UUID_PATTERN, description: 'Only the decisions of this campaign send (UUID)' })),
+});
+
+export const CampaignDecisionObject = Type.Object({
+  ...DecisionObject.properties,
+  event_id: Type.Union([Type.String(), Type.Null()], { description: 'The triggering event; null for broadcast and automation recipients' }),
+  email: Type.Union([Type.String(), Type.Null()], { description: "The contact's address (null once erased)" }),
 });

@@ -2,23 +2,13 @@
 import type { Generated } from 'kysely';
 import type { Ts } from './column-types.ts';
 
-export type SkipReason =
-  | 'paused'
-  | 'unsubscribed'
-  | 'bounced'
-  | 'complained'
-  | 'suppressed'
-  | 'segment_mismatch'
-  | 'cooldown'
-  | 'daily_cap'
-  | 'no_mail_account'
-  | 'account_daily_limit'
-  | 'no_template'
-  | 'verification_valid'
-  | 'verification_risky'
-  | 'verification_invalid'
-  | 'verification_unknown'
-  | 'verification_budget';
+/** Why a campaign decision sent nothing (every campaign kind). */
+export const SKIP_REASONS = [
+  'paused', 'unsubscribed', 'bounced', 'complained', 'suppressed', 'segment_mismatch', 'cooldown', 'daily_cap',
+  'no_mail_account', 'account_daily_limit', 'no_template', 'verification_valid', 'verification_risky',
+  'verification_invalid', 'verification_unknown', 'verification_budget',
+] as const;
+export type SkipReason = (typeof SKIP_REASONS)[number];
 
 export interface LeadsTable {
   id: Generated<string>;

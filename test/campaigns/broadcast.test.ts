@@ -92,6 +92,20 @@ describe('broadcast campaigns', () => {
     const skips = await t.database.db.selectFrom('campaign_decisions').selectAll().where('campaign_send_id', '=', b.sendId).where('decision', '=', 'skip').execute();
     assert.equal(skips.length, 1);
     assert.equal(skips[0]!.reason, 'suppressed');
+    // The same decisions through the API, filtered by send, decision and reason, newest first, paged as every list.
+    const all = await s.a.get(`/email/campaigns/${b.id}/decisions?send_id=${b.sendId}`);
+    assert.equal(all.statusCode, 200, all.body);
+    assert.deepEqual(all.json().decisions.map((d: { email: string; decision: string }) => `${d.email.split('@')[0]}:${d.decision}`).sort(), ['r2:skip', 'r4:send', 'r6:send']);
+    assert.deepEqual(all.json().meta, { current_page: '1', per_page: 20, total: '3', last_page: '1' });
+    const sent = all.json().decisions.filter((d: { decision: string }) => d.decision === 'send');
+    assert.ok(sent.every((d: { email_send_log_id: string; send_status: string; event_id: null }) => d.email_send_log_id && d.send_status === 'sent' && d.event_id === null));
+    const onlySkips = (await s.a.get(`/email/campaigns/${b.id}/decisions?decision=skip&reason=suppressed`)).json();
+    assert.deepEqual(onlySkips.decisions.map((d: { email: string; reason: string }) => [d.email.split('@')[0], d.reason]), [['r2', 'suppressed']]);
+    assert.equal((await s.a.get(`/email/campaigns/${b.id}/decisions?reason=cooldown`)).json().meta.total, '0');
+    const paged = (await s.a.get(`/email/campaigns/${b.id}/decisions?per_page=2&page=2`)).json();
+    assert.equal(paged.decisions.length, 1);
+    assert.equal((await s.a.get(`/email/campaigns/${b.id}/decisions?reason=nonsense`)).statusCode, 422);
+    assert.equal((await s.a.get(`/email/campaigns/${b.id}/decisions?send_id=nope`)).statusCode, 422);
 
     const s2 = await setup(t, sink.port);
     await contacts(s2, 6);

@@ -21,10 +21,10 @@ describe('campaign team isolation', () => {
     return { a, b, campaign: res.json().campaign };
   }
 
-  test("get, start and stop of another team's campaign: 404, and the campaign is untouched", async () => {
+  test("get, decisions, start and stop of another team's campaign: 404, and the campaign is untouched", async () => {
     const { a, b, campaign } = await twoTeams();
     const asB = client(t, b.key);
-    for (const res of [await asB.get(`/${campaign.id}`), await asB.post(`/${campaign.id}/stop`), await asB.post(`/${campaign.id}/start`)]) {
+    for (const res of [await asB.get(`/${campaign.id}`), await asB.get(`/${campaign.id}/decisions`), await asB.post(`/${campaign.id}/stop`), await asB.post(`/${campaign.id}/start`)]) {
       assert.equal(res.statusCode, 404, res.body);
       assert.deepEqual(res.json(), { ok: false, error: { code: 'NOT_FOUND', message: 'campaign not found' } });
       assert.doesNotMatch(res.body, /secret launch|event_triggered/);
