@@ -387,16 +387,21 @@ async function renderSent(db: ReturnType<typeof createDb>, publicUrl: string, ap
       JOIN campaigns c ON c.id = l.campaign_id
      WHERE l.status = 'sent' AND l.email LIKE ${`${prefix}%`}
      ORDER BY l.created_at, l.id`.execute(db);
-  // Rendered in the untrusted pool, concurrently, as the send task does.
-  return Promise.all(
-    rows.map((r) =>
-      renderMessage({
-        sendLogId: r.id, contact: r.contact, template: r.template, account: r.account,
-        sendData: { ...r.send_data, open_tracking: r.open_tracking, click_tracking: r.click_tracking },
-        event: r.event, campaign: r.campaign, links,
-      }),
-    ),
-  ) as Promise<RenderedMessage[]>;
+  // Rendered in the untrusted pool, a send batch's worth at a time as the send
+  // task does (all at once would overflow the pool's queue, which refuses work past it).
+  const out: RenderedMessage[] = [];
+  for (let i = 0; i < rows.length; i += 50) {
+    out.push(...(await Promise.all(
+      rows.slice(i, i + 50).map((r) =>
+        renderMessage({
+          sendLogId: r.id, contact: r.contact, template: r.template, account: r.account,
+          sendData: { ...r.send_data, open_tracking: r.open_tracking, click_tracking: r.click_tracking },
+          event: r.event, campaign: r.campaign, links,
+        }),
+      ),
+    )));
+  }
+  return out;
 }
 
 type CpuSample = { bench: number; sink: number; postgres?: number };
