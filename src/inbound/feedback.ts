@@ -28,51 +28,12 @@ import { overSoftBounceLimit, suppress } from '../contacts/suppressions.ts';
 import { retryOnConflict } from '../lib/db-retry.ts';
 import { DEFAULT_INBOUND } from '../config-inbound.ts';
 import { addMessageFacts, type MessageFact } from '../stats/deltas.ts';
+import { UUID_RE } from '../lib/uuid.ts';
+import { bareMessageId, logIdFromMessageId, REPLY_TEXT_MAX, type Feedback, type FeedbackKind } from './feedback-input.ts';
+
+export { bareMessageId, logIdFromMessageId, REPLY_TEXT_MAX, type Feedback, type FeedbackKind, type ReplyInfo } from './feedback-input.ts';
 
 type Tx = Transaction<Database>;
-
-export type FeedbackKind = 'bounce_hard' | 'bounce_soft' | 'complaint' | 'reply' | 'delivered';
-
-export type ReplyInfo = {
-  /** The reply's From header. */
-  from: string;
-  subject: string;
-  /** The reply's text, cut to REPLY_TEXT_MAX characters. */
-  text: string;
-  /** The reply's own Message-ID (without angle brackets), if it had one. */
-  message_id?: string | null;
-  /** Our Message-ID it answers (In-Reply-To or References). */
-  in_reply_to?: string | null;
-  /** A few of the reply's headers (from, to, subject, date, message-id, in-reply-to, references). */
-  headers?: Record<string, string>;
-};
-
-export type Feedback = {
-  /** Set when the source knows the team: the match is limited to it. */
-  team_id?: string | null;
-  /** Our send-log id (email_send_log.id). */
-  message_id?: string | null;
-  /** Our Message-ID header, with or without angle brackets. */
-  smtp_message_id?: string | null;
-  /** The id the relay returned in its 250 answer. */
-  provider_message_id?: string | null;
-  /** The recipient the report is about (DSN Final-Recipient, ARF Original-Rcpt-To); informative. */
-  recipient?: string | null;
-  kind: FeedbackKind;
-  /** RFC 3463 status (`5.1.1`) or the provider's code. */
-  status_code?: string | null;
-  /** What the remote server said (`smtp; 550 5.1.1 User unknown`). */
-  diagnostic?: string | null;
-  /** ARF Feedback-Type (`abuse`, `fraud`...) or the provider's complaint type. */
-  feedback_type?: string | null;
-  /** When it happened (ISO 8601 or a Date); default: now. */
-  at?: string | Date | null;
-  /** Where it came from: `smtp`, `imap`, `ses`, `sendgrid`, `postmark`, `mailgun`... (default `smtp`). */
-  source?: string;
-  /** A reference to the raw report (a provider event id, an IMAP uid); stored, never parsed. */
-  raw_ref?: string | null;
-  reply?: ReplyInfo;
-};
 
 export type FeedbackOptions = {
   /** Soft bounces of one address within softBounceDays that suppress it (reason `soft_bounce`). */
@@ -92,10 +53,8 @@ export type FeedbackResult = {
   outcomes: FeedbackOutcome[];
 };
 
-export const REPLY_TEXT_MAX = 16 * 1024;
 const DIAGNOSTIC_MAX = 1000;
 const KINDS: FeedbackKind[] = ['bounce_hard', 'bounce_soft', 'complaint', 'reply', 'delivered'];
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function counter(name: string, help: string, labelNames: string[]): Counter {
   return (register.getSingleMetric(name) as Counter | undefined) ?? new Counter({ name, help, labelNames });
@@ -104,21 +63,6 @@ function counter(name: string, help: string, labelNames: string[]): Counter {
 export const unmatchedFeedback = counter('plover_inbound_feedback_unmatched_total', 'Feedback items that matched no message', ['source', 'kind']);
 /** Feedback items applied to a message (by source and kind). */
 export const appliedFeedback = counter('plover_inbound_feedback_applied_total', 'Feedback items applied to a message', ['source', 'kind']);
-
-/** `<id@host>` or `id@host` → `id@host` (lower-cased, as it is compared). */
-export function bareMessageId(v: string | null | undefined): string | null {
-  if (!v) return null;
-  const m = /<([^<>\s]{1,995})>/.exec(v) ?? /^\s*([^<>\s]{1,995})\s*$/.exec(v);
-  return m ? m[1]!.toLowerCase() : null;
-}
-
-/** The send-log id inside one of our Message-IDs (`<send-log id>@domain`), or null. */
-export function logIdFromMessageId(v: string | null | undefined): string | null {
-  const bare = bareMessageId(v);
-  if (!bare) return null;
-  const local = bare.slice(0, bare.lastIndexOf('@'));
-  return UUID.test(local) ? local : null;
-}
 
 const cut = (s: string | null | undefined, n: number) => (s == null ? null : s.length > n ? s.slice(0, n) : s);
 const iso = (d: Date) => d.toISOString();
@@ -138,7 +82,7 @@ type Normalised = {
 function normalise(f: Feedback, i: number, now: Date): Normalised | null {
   if (!KINDS.includes(f.kind)) return null;
   const smtp = bareMessageId(f.smtp_message_id);
-  const given = f.message_id && UUID.test(f.message_id) ? f.message_id.toLowerCase() : null;
+  const given = f.message_id && UUID_RE.test(f.message_id) ? f.message_id.toLowerCase() : null;
   const logId = given ?? logIdFromMessageId(smtp);
   const provider = cut(f.provider_message_id?.trim() || null, 500);
   if (!logId && !provider) return null;
@@ -152,7 +96,7 @@ function normalise(f: Feedback, i: number, now: Date): Normalised | null {
   const replyId = f.kind === 'reply' ? bareMessageId(f.reply?.message_id) : null;
   const dedup = f.kind === 'reply' ? `reply:${replyId ?? `${iso(at)}|${cut(f.reply?.subject ?? '', 200)}`}` : f.kind;
   return {
-    i, team_id: f.team_id && UUID.test(f.team_id) ? f.team_id : null, log_id: logId,
+    i, team_id: f.team_id && UUID_RE.test(f.team_id) ? f.team_id : null, log_id: logId,
     // Compared only when it also named the row (a forged id would not match the stored header).
     smtp_message_id: given ? null : smtp,
     provider_message_id: provider, kind: f.kind, at: iso(at), dedup_key: cut(dedup, 1000)!,

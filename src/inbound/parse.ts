@@ -15,7 +15,7 @@
 import type { EventEmitter } from 'node:events';
 import { Headers, Splitter } from '@zone-eu/mailsplit';
 import { simpleParser } from 'mailparser';
-import { REPLY_TEXT_MAX, bareMessageId, logIdFromMessageId, type Feedback } from './feedback.ts';
+import { REPLY_TEXT_MAX, bareMessageId, logIdFromMessageId, type Feedback } from './feedback-input.ts';
 
 export type ParseLimits = {
   /** MIME parts at most (mailsplit's node count). */
