@@ -1,7 +1,7 @@
 // Read queries of the dashboard pages. Every statement is scoped by team and
 // bounded (LIMIT, keyset cursors on indexed columns), so a page costs the same
 // on a team with 100 contacts and one with 100,000 (see test/dashboard/perf.test.ts).
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import { escapeLike } from '../lib/text.ts';
 import { envelopeOf } from '../webhooks/deliveries.ts';
@@ -19,15 +19,37 @@ export type CampaignSummary = {
   sends: { id: string; status: string; created_at: string; total_sent: number; total_bounced: number }[];
   sent: number;
   opened: number;
+  opened_bot: number;
   clicked: number;
+  clicked_bot: number;
   bounced: number;
 };
 
 /**
+ * A campaign's all-time counts from the statistics buckets and the deltas not
+ * yet folded (src/stats/): sent, opened and clicked by people and by bots
+ * (messages, each once per verdict), bounced. A lateral subquery over the
+ * buckets' (team_id, source, campaign_id) prefix: a few rows per 15 minutes of
+ * the campaign's life, whatever its number of messages. The definitions are
+ * the stats API's (docs/glossary.md).
+ */
+function campaignTotals(campaignId: RawBuilder<unknown>, teamId: RawBuilder<unknown>) {
+  const cols = sql.raw('sent, opened_human, opened_bot, clicked_human, clicked_bot, bounced_hard, bounced_soft');
+  return sql`(
+    SELECT coalesce(sum(x.sent), 0) AS sent, coalesce(sum(x.opened_human), 0) AS opened, coalesce(sum(x.opened_bot), 0) AS opened_bot,
+           coalesce(sum(x.clicked_human), 0) AS clicked, coalesce(sum(x.clicked_bot), 0) AS clicked_bot,
+           coalesce(sum(x.bounced_hard + x.bounced_soft), 0) AS bounced
+      FROM (SELECT ${cols} FROM stats_buckets b WHERE b.team_id = ${teamId} AND b.source = 'campaign' AND b.campaign_id = ${campaignId}
+            UNION ALL
+            SELECT ${cols} FROM stats_deltas d WHERE d.team_id = ${teamId} AND d.source = 'campaign' AND d.campaign_id = ${campaignId}) x
+  )`;
+}
+
+/**
  * A page of campaigns, newest first, after the campaign `before` (keyset on
  * campaigns_team_idx). Each has its five latest sends and its counts from the
- * send log (email_send_log_campaign_idx); the sends' progress counters are a
- * floor for sent and bounced, for sends recorded before the log existed.
+ * statistics (campaignTotals); the sends' progress counters are a floor for
+ * sent and bounced, for sends recorded before the statistics existed.
  */
 export async function campaignPage(db: Db, teamId: string, before: string | undefined): Promise<CampaignSummary[]> {
   const cursor = before
@@ -36,8 +58,8 @@ export async function campaignPage(db: Db, teamId: string, before: string | unde
   const { rows } = await sql<CampaignSummary>`
     SELECT c.id, c.name, c.campaign_type, c.trigger_events, c.created_at,
            sends.list -> 0 ->> 'status' AS status, sends.list AS sends,
-           greatest(stats.sent, sends.total_sent)::int AS sent, stats.opened::int AS opened,
-           stats.clicked::int AS clicked, greatest(stats.bounced, sends.total_bounced)::int AS bounced
+           greatest(stats.sent, sends.total_sent)::int AS sent, stats.opened::int AS opened, stats.opened_bot::int AS opened_bot,
+           stats.clicked::int AS clicked, stats.clicked_bot::int AS clicked_bot, greatest(stats.bounced, sends.total_bounced)::int AS bounced
       FROM campaigns c
      CROSS JOIN LATERAL (
        SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -51,14 +73,7 @@ export async function campaignPage(db: Db, teamId: string, before: string | unde
                 WHERE s.campaign_id = c.id AND s.team_id = c.team_id
                 ORDER BY s.created_at DESC, s.id DESC LIMIT 5) s
      ) sends
-     CROSS JOIN LATERAL (
-       SELECT count(*) FILTER (WHERE l.sent_at IS NOT NULL) AS sent,
-              count(*) FILTER (WHERE l.first_opened_at IS NOT NULL) AS opened,
-              count(*) FILTER (WHERE l.first_clicked_at IS NOT NULL) AS clicked,
-              count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard')) AS bounced
-         FROM email_send_log l
-        WHERE l.campaign_id = c.id AND l.team_id = c.team_id
-     ) stats
+     CROSS JOIN LATERAL ${campaignTotals(sql`c.id`, sql`c.team_id`)} stats
      WHERE c.team_id = ${teamId} AND c.deleted_at IS NULL ${cursor}
      ORDER BY c.created_at DESC, c.id DESC
      LIMIT ${CAMPAIGNS_PER_PAGE + 1}`.execute(db);
@@ -202,20 +217,20 @@ export async function campaignDecisionPage(db: Db, teamId: string, campaignId: s
   return rows;
 }
 
-/** The campaign's counts from its send log (index-only on the covering index of email_send_log (campaign_id)). */
+/**
+ * The campaign's all-time counts (campaignTotals) and its messages still
+ * waiting (queued, being sent or deferred: an index range of
+ * email_send_log_campaign_send_idx per send).
+ */
 export async function campaignCounts(db: Db, teamId: string, campaignId: string) {
-  const { rows } = await sql<{ sent: number; opened: number; clicked: number; bounced: number; queued: number }>`
-    SELECT count(*) FILTER (WHERE l.sent_at IS NOT NULL)::int AS sent,
-           count(*) FILTER (WHERE l.first_opened_at IS NOT NULL)::int AS opened,
-           count(*) FILTER (WHERE l.first_clicked_at IS NOT NULL)::int AS clicked,
-           count(*) FILTER (WHERE l.status IN ('bounced_soft', 'bounced_hard'))::int AS bounced,
-           count(*) FILTER (WHERE l.status IN ('queued', 'sending', 'deferred'))::int AS queued
-      FROM email_send_log l
-     WHERE l.campaign_id = ${campaignId} AND l.team_id = ${teamId}`.execute(db);
+  const { rows } = await sql<{ sent: number; opened: number; opened_bot: number; clicked: number; clicked_bot: number; bounced: number; queued: number }>`
+    SELECT t.sent::int, t.opened::int, t.opened_bot::int, t.clicked::int, t.clicked_bot::int, t.bounced::int,
+           (SELECT count(*) FROM campaign_sends s JOIN email_send_log l ON l.campaign_send_id = s.id
+             WHERE s.campaign_id = ${campaignId} AND s.team_id = ${teamId} AND l.status IN ('queued', 'sending', 'deferred'))::int AS queued
+      FROM ${campaignTotals(sql`${campaignId}::uuid`, sql`${teamId}::uuid`)} t`.execute(db);
   return rows[0]!;
 }
 
-/** Names of the team's templates and addresses of its mail accounts among `ids`, for showing a campaign's settings. */
 export async function campaignParts(db: Db, teamId: string, templateIds: string[], accountIds: string[]) {
   const [templates, accounts] = await Promise.all([
     templateIds.length

@@ -5,6 +5,9 @@ import { after, before, describe, test } from 'node:test';
 import { buildTestApp, type TestApp } from '../helpers.ts';
 import { insertMailAccount, insertTemplate } from '../campaigns/fixtures.ts';
 import { signedIn } from './session.ts';
+import { sql } from 'kysely';
+import { addMessageFacts } from '../../src/stats/deltas.ts';
+import { foldStats } from '../../src/stats/fold.ts';
 
 let t: TestApp;
 before(async () => {
@@ -69,6 +72,42 @@ describe('campaigns', () => {
     assert.match(stopped.body, new RegExp(`/campaigns/${id}/start`));
     assert.equal((await session.post(`/campaigns/${id}/stop`)).headers.location, '/campaigns?done=unchanged');
     assert.equal((await session.post(`/campaigns/${id}/start`)).headers.location, '/campaigns?done=started');
+  });
+
+  test("counts are the campaign's statistics (people and bots apart), its own only, the same before and after the fold; waiting messages from the log", async () => {
+    const db = t.database.db;
+    const { session, teamId, key } = await signedIn(t.app, db);
+    const id = await makeCampaign(teamId, key, 'Counted');
+    const other = await makeCampaign(teamId, key, 'Other');
+    const sendOf = async (campaign: string) => (await sql<{ id: string }>`SELECT id FROM campaign_sends WHERE campaign_id = ${campaign}::uuid`.execute(db)).rows[0]!.id;
+    // Five messages of the campaign (one still queued), one of the other campaign.
+    const { rows: msgs } = await sql<{ id: string }>`
+      INSERT INTO email_send_log (team_id, source, campaign_id, campaign_send_id, email, status, sent_at)
+      SELECT ${teamId}::uuid, 'campaign', ${id}::uuid, ${await sendOf(id)}::uuid, 'm' || g || '@example.com',
+             CASE WHEN g = 5 THEN 'queued' ELSE 'sent' END, CASE WHEN g = 5 THEN NULL ELSE now() END
+        FROM generate_series(1, 5) g ORDER BY g RETURNING id`.execute(db);
+    const { rows: theirs } = await sql<{ id: string }>`
+      INSERT INTO email_send_log (team_id, source, campaign_id, campaign_send_id, email, status, sent_at)
+      VALUES (${teamId}::uuid, 'campaign', ${other}::uuid, ${await sendOf(other)}::uuid, 'o@example.com', 'sent', now()) RETURNING id`.execute(db);
+    const at = new Date();
+    const fact = (i: number, key: 'sent' | 'bounced_hard' | 'opened_human' | 'opened_bot' | 'clicked_human' | 'clicked_bot') => ({ messageId: msgs[i]!.id, key, at });
+    await addMessageFacts(db, [
+      fact(0, 'sent'), fact(1, 'sent'), fact(2, 'sent'), fact(3, 'sent'), fact(3, 'bounced_hard'),
+      fact(0, 'opened_human'), fact(0, 'opened_bot'), fact(1, 'opened_bot'), fact(0, 'clicked_human'), fact(2, 'clicked_bot'),
+      { messageId: theirs[0]!.id, key: 'sent', at }, { messageId: theirs[0]!.id, key: 'opened_human', at },
+    ]);
+    const row = (body: string, name: string) =>
+      new RegExp(`>${name}</a>[\\s\\S]*?<td class="num">(\\d+)</td>\\s*<td class="num">(\\d+) · (\\d+)</td>\\s*<td class="num">(\\d+) · (\\d+)</td>\\s*<td class="num">(\\d+)</td>`).exec(body)?.slice(1);
+    const check = async () => {
+      const list = (await session.get('/campaigns')).body;
+      assert.deepEqual(row(list, 'Counted'), ['4', '1', '2', '1', '1', '1'], 'sent 4; opened 1 · 2; clicked 1 · 1; bounced 1');
+      assert.deepEqual(row(list, 'Other'), ['1', '1', '0', '0', '0', '0']);
+      const page = (await session.get(`/campaigns/${id}`)).body;
+      assert.match(page, /id="counts">4 sent · 1 opened by people \(2 by bots\) · 1 clicked by people \(1 by bots\) · 1 bounced · 1 waiting</);
+    };
+    await check();
+    await foldStats(db);
+    await check();
   });
 });
 
