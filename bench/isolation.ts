@@ -27,6 +27,7 @@ import { LatencyHistogram } from './lib/histogram.ts';
 import { CAPTURE_BOMB, CLASS_IDS, CLASS_LABELS, LINK_LOOP, RANGE_BOMB, type ClassId } from './lib/hostile.ts';
 import { fmt, round, table } from './lib/report.ts';
 import { startServer } from './lib/server.ts';
+import { dashboardSession } from './lib/dashboard-session.ts';
 import { startService, type LoopDelay, type Service } from './lib/service.ts';
 import type { BenchOptions } from './lib/types.ts';
 import { REQUEST_TIMEOUT_MS, victimPhase, type VictimPhase } from './lib/victim.ts';
@@ -273,30 +274,9 @@ async function waitFor<T>(probe: () => Promise<T | undefined>, ms: number): Prom
 async function signIn(origin: string, teamId: string, db: Parameters<typeof createUser>[0], notes: string[]): Promise<string> {
   const email = 'owner@attacker.test';
   await createUser(db, teamId, email, PASSWORD);
-  const jar = new Map<string, string>();
-  const keep = (res: Response) => {
-    for (const c of res.headers.getSetCookie()) {
-      const [pair] = c.split(';');
-      const i = pair!.indexOf('=');
-      jar.set(pair!.slice(0, i), pair!.slice(i + 1));
-    }
-  };
-  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
-  const page = await fetch(`${origin}/sign-in`);
-  keep(page);
-  const csrf = /name="_csrf" value="([^"]+)"/.exec(await page.text())?.[1] ?? '';
-  const res = await fetch(`${origin}/sign-in`, {
-    method: 'POST', redirect: 'manual',
-    headers: { cookie: cookie(), 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ _csrf: csrf, email, password: PASSWORD }).toString(),
-  });
-  keep(res);
-  await res.arrayBuffer();
-  if (res.status !== 303) {
-    notes.push(`dashboard sign-in failed (${res.status}): no preview requests`);
-    return '';
-  }
-  return cookie();
+  const cookie = await dashboardSession(origin, email, PASSWORD);
+  if (!cookie) notes.push('dashboard sign-in failed: no preview requests');
+  return cookie;
 }
 
 function report(r: {

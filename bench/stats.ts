@@ -20,6 +20,7 @@ import { createUser } from '../src/dashboard/users.ts';
 import { foldStats } from '../src/stats/fold.ts';
 import { createEventCampaign } from '../src/campaigns/create.ts';
 import type { BenchOptions } from './lib/types.ts';
+import { dashboardSession } from './lib/dashboard-session.ts';
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
 
@@ -129,6 +130,17 @@ export async function run(opts: BenchOptions): Promise<void> {
   const userEmail = 'owner@acme.example';
   const password = 'correct horse battery';
   await createUser(d.db, team.id, userEmail, password);
+  // The dashboard pages that read this campaign's numbers, server time of the whole page.
+  const session = await dashboardSession(origin, userEmail, password);
+  if (!session) throw new Error('dashboard sign-in failed');
+  const page_ = async (path: string) => {
+    const res = await fetch(origin + path, { headers: { cookie: session } });
+    if (res.status !== 200) throw new Error(`${path}: ${res.status}`);
+    await res.arrayBuffer();
+  };
+  await time('dashboard /campaigns (counts of each campaign)', () => page_('/campaigns'), 20);
+  await time('dashboard /campaigns/{id} (counts, panel, messages)', () => page_(`/campaigns/${campaign.id}`), 20);
+  await time('dashboard / (overview)', () => page_('/'), 20);
   if (!opts.switches.screenshots) return;
   const chromium = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
   if (!existsSync(chromium)) {
