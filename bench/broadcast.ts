@@ -34,6 +34,7 @@ import { closeTransports } from '../src/mail/send.ts';
 import { transportOptions } from '../src/mail/transport.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
+import { timeQueries } from './lib/query-time.ts';
 import { fmt, table } from './lib/report.ts';
 import { startServer } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -105,6 +106,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   opts.log(`broadcast: building the list of ${fmt(n / 2, 0)} recipients`);
   t0 = performance.now();
   let batches = 0;
+  const stopTiming = timeQueries();
   for (;;) {
     await buildBroadcastBatch(db, listSend, config.appSecret);
     batches++;
@@ -112,6 +114,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     if (rows[0]!.built) break;
   }
   const listS = (performance.now() - t0) / 1000;
+  const listQueries = stopTiming();
   const { rows: listedRows } = await sql<{ n: number }>`SELECT total_recipients AS n FROM campaign_sends WHERE id = ${listSend}`.execute(db);
   t0 = performance.now();
   await pool.query(`CREATE TEMP TABLE scratch AS SELECT id, email FROM contacts WHERE team_id = $1 AND 'news' = ANY (tags) ORDER BY id`, [team.id]);
@@ -217,6 +220,9 @@ export async function run(opts: BenchOptions): Promise<void> {
     ['INSERT ... SELECT into a scratch table (baseline)', fmt(n / 2, 0), fmt(rawS, 2), fmt(n / 2 / rawS, 0), '1.00'],
     [`buildBroadcastBatch × ${batches} (decisions, messages, send jobs)`, fmt(listedRows[0]!.n, 0), fmt(listS, 2), fmt(listedRows[0]!.n / listS, 0), fmt(listS / rawS, 1)],
   ], ['left', 'right', 'right', 'right', 'right']));
+  console.log('\nlist build: wall time of its statements per batch (waits included):');
+  console.log(table(['statement', 'calls/batch', 'ms/batch'],
+    listQueries.slice(0, 10).map((q) => [q.kind, fmt(q.calls / batches, 2), fmt(q.ms / batches, 1)]), ['left', 'right', 'right']));
   console.log(`\nsending ${fmt(m, 0)} e-mails, ${config.workerConcurrency} jobs in flight, ${SMTP_POOL} SMTP connections:`);
   console.log(table(['path', 'e-mails/s', 'ratio'], [
     ['nodemailer → sink (baseline)', fmt(baseRate, 0), '1.00'],

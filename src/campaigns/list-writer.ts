@@ -85,39 +85,40 @@ export async function writeListEntries(trx: Tx, send: ListSend, entries: ListEnt
     ...e,
     reason: e.reason ?? (accounts.length === 0 ? 'no_mail_account' : templates.length === 0 ? 'no_template' : null),
   }));
-  // Decisions first: a contact already listed (a batch run twice) returns no row and gets no message.
-  const { rows: listed } = await sql<{ id: string; contact_id: string; decision: string }>`
-    INSERT INTO campaign_decisions (team_id, event_id, campaign_id, campaign_send_id, contact_id, decision, reason, decided_at, list_entry)
-    SELECT ${send.team_id}, NULL, ${send.campaign_id}, ${send.id}, x.contact_id,
-           CASE WHEN x.reason IS NULL THEN 'send' ELSE 'skip' END, x.reason, now(), true
-      FROM jsonb_to_recordset(${JSON.stringify(resolved)}::jsonb) AS x (contact_id uuid, reason text)
-    ON CONFLICT (campaign_send_id, contact_id) WHERE list_entry DO NOTHING
-    RETURNING id, contact_id, decision`.execute(trx);
-  const emailOf = new Map(entries.map((e) => [e.contact_id, e.email]));
-  const toSend = listed.filter((d) => d.decision === 'send');
-  if (toSend.length === 0) return 0;
+  // One statement. Decisions first: a contact already listed (a batch run twice) returns no
+  // row and so gets no message. A send's decision carries its message's id, drawn before
+  // either row is written, so the decision needs no second write to link them (the
+  // foreign key is checked at the end of the statement, when both rows exist). Account and
+  // template rotate by the recipient's position in the send's list.
   const base = send.total_recipients;
-  const msgs = toSend.map((d, i) => ({
-    decision_id: d.id, contact_id: d.contact_id, email: emailOf.get(d.contact_id),
-    mail_account_id: accounts[(base + i) % accounts.length], template_id: templates[(base + i) % templates.length],
-  }));
   const { rows: logs } = await sql<{ id: string }>`
-    WITH ins AS (
-      INSERT INTO email_send_log (team_id, campaign_id, campaign_send_id, contact_id, template_id, mail_account_id, email,
-                                  status, open_tracking, click_tracking, queued_at, created_at, updated_at)
-      SELECT ${send.team_id}, ${send.campaign_id}, ${send.id}, x.contact_id, x.template_id, x.mail_account_id, x.email,
-             'queued', ${sd.open_tracking !== false}, ${sd.click_tracking !== false}, now(), now(), now()
-        FROM jsonb_to_recordset(${JSON.stringify(msgs)}::jsonb) AS x (contact_id uuid, template_id uuid, mail_account_id uuid, email text)
-      RETURNING id, contact_id
-    ), link AS (
-      UPDATE campaign_decisions d SET email_send_log_id = ins.id FROM ins
-       WHERE d.campaign_send_id = ${send.id} AND d.contact_id = ins.contact_id AND d.list_entry
-      RETURNING ins.id
+    WITH x AS (
+      SELECT r.contact_id, r.email, r.reason, r.ord, CASE WHEN r.reason IS NULL THEN plover_uuid_v7() END AS message_id
+        FROM ROWS FROM (jsonb_to_recordset(${JSON.stringify(resolved)}::jsonb) AS (contact_id uuid, email text, reason text))
+             WITH ORDINALITY AS r (contact_id, email, reason, ord)
+    ), listed AS (
+      INSERT INTO campaign_decisions (team_id, event_id, campaign_id, campaign_send_id, contact_id, decision, reason, decided_at, list_entry, email_send_log_id)
+      SELECT ${send.team_id}, NULL, ${send.campaign_id}, ${send.id}, x.contact_id,
+             CASE WHEN x.reason IS NULL THEN 'send' ELSE 'skip' END, x.reason, now(), true, x.message_id
+        FROM x ORDER BY x.ord
+      ON CONFLICT (campaign_send_id, contact_id) WHERE list_entry DO NOTHING
+      RETURNING email_send_log_id
+    ), queued AS (
+      SELECT x.*, row_number() OVER (ORDER BY x.ord) - 1 AS pos
+        FROM listed JOIN x ON x.message_id = listed.email_send_log_id
     )
-    SELECT id FROM link ORDER BY id`.execute(trx);
-  await enqueueSends(trx, logs.map((l) => l.id));
-  await sql`UPDATE campaign_sends SET total_recipients = total_recipients + ${toSend.length} WHERE id = ${send.id}`.execute(trx);
-  return toSend.length;
+    INSERT INTO email_send_log (id, team_id, campaign_id, campaign_send_id, contact_id, template_id, mail_account_id, email,
+                                status, open_tracking, click_tracking, queued_at, created_at, updated_at)
+    SELECT q.message_id, ${send.team_id}, ${send.campaign_id}, ${send.id}, q.contact_id,
+           (${templates}::uuid[])[(${base}::bigint + q.pos) % ${Math.max(1, templates.length)} + 1],
+           (${accounts}::uuid[])[(${base}::bigint + q.pos) % ${Math.max(1, accounts.length)} + 1],
+           q.email, 'queued', ${sd.open_tracking !== false}, ${sd.click_tracking !== false}, now(), now(), now()
+      FROM queued q ORDER BY q.pos
+    RETURNING id`.execute(trx);
+  if (logs.length === 0) return 0;
+  await enqueueSends(trx, logs.map((l) => l.id).sort());
+  await sql`UPDATE campaign_sends SET total_recipients = total_recipients + ${logs.length} WHERE id = ${send.id}`.execute(trx);
+  return logs.length;
 }
 
 async function activeAccounts(trx: Tx, teamId: string, ids: string[]): Promise<string[]> {
