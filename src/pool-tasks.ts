@@ -10,4 +10,14 @@ export function ping(input: unknown): unknown {
 export { parseJson } from './untrusted/json-task.ts';
 
 export { checkTemplate, renderMessage, renderStats } from './templates/render-tasks.ts';
-export { classifyInbound, classifyInboundBatch } from './inbound/parse-task.ts';
+/**
+ * Tasks a thread loads at their first call, before the task begins (thread.ts):
+ * inbound mail parsing (mailparser and its kin, about half of a thread's boot)
+ * runs only in a process with the mail listener or IMAP polling, so the API's
+ * threads never load it, and a thread replaced after a template bomb is
+ * ready for the next render sooner.
+ */
+export const lazyTasks = {
+  classifyInbound: () => import('./inbound/parse-task.ts'),
+  classifyInboundBatch: () => import('./inbound/parse-task.ts'),
+};

@@ -1,5 +1,6 @@
 // The module each pool thread loads (untrusted/pool.ts): it loads the task
-// module named in workerData at boot, and runs one task per call, first
+// module named in workerData at boot (and a module of its `lazyTasks` at
+// that task's first call, before the task begins), and runs one task per call, first
 // telling the pool the task has begun and on which thread. The pool's budget
 // counts from that moment, in that thread's CPU time: a thread's boot (about
 // 0.75 s of CPU, at the threads' low priority, can take many seconds on a
@@ -8,15 +9,20 @@ import { threadId } from 'node:worker_threads';
 import { workerData } from 'piscina';
 
 type Tasks = Record<string, (input: unknown) => unknown>;
-const tasks = (await import((workerData as { tasks: string }).tasks)) as Tasks;
+type Loader = () => Promise<Record<string, unknown>>;
+const tasks = (await import((workerData as { tasks: string }).tasks)) as Tasks & { lazyTasks?: Record<string, Loader> };
+/** Tasks whose module is loaded at their first call (the task module's `lazyTasks`), not at boot. */
+const lazy: Record<string, Loader> = tasks.lazyTasks ?? {};
 
 export type Envelope = { name: string; input: unknown; started: Int32Array };
 
-export function run({ name, input, started }: Envelope): unknown {
+export async function run({ name, input, started }: Envelope): Promise<unknown> {
+  let task: unknown = Object.hasOwn(tasks, name) ? tasks[name] : undefined;
+  // A lazy task's module is loaded (once per thread) before the task begins: the load is the thread's, not the task's budget.
+  if (typeof task !== 'function' && Object.hasOwn(lazy, name)) task = (await lazy[name]!())[name];
   Atomics.store(started, 1, threadId);
   Atomics.store(started, 0, 1);
   Atomics.notify(started, 0);
-  const task = tasks[name];
   if (typeof task !== 'function') throw new Error(`no pool task named ${name}`);
-  return task(input);
+  return (task as (input: unknown) => unknown)(input);
 }

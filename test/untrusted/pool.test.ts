@@ -44,6 +44,22 @@ test('the event loop stays free while a task burns CPU', async () => {
   await busy;
 });
 
+test("a lazy task's module loads at its first call, outside the task's budget", async () => {
+  // slowLoaded's module takes 1 s of CPU to load; the budget is 300 ms. Counted in the task, it would time out.
+  const lazy = new UntrustedPool({ filename: new URL('./lazy-tasks.ts', import.meta.url).href, maxThreads: 1, budgetMs: 300 });
+  try {
+    assert.equal(await lazy.run('echo', 'boot'), 'boot');
+    const started = Date.now();
+    assert.equal(await lazy.run('slowLoaded', 21), 42);
+    assert.ok(Date.now() - started >= 900, `answered after ${Date.now() - started} ms: the module was loaded at boot, not at the first call`);
+    // Loaded once: the next call costs the task only.
+    assert.equal(await lazy.run('slowLoaded', 5), 10);
+    await assert.rejects(lazy.run('lazyTasks', 1), /no pool task named lazyTasks/);
+  } finally {
+    await lazy.close();
+  }
+});
+
 test("a task's budget starts when a thread begins it, not during the thread's boot", async () => {
   // Each thread takes 1.5 s to load its task module; the tasks' budget is 300 ms.
   // Counted from the hand-over (as before), both would time out.
