@@ -322,9 +322,7 @@ export const DecisionObject = Type.Object({
   contact_id: StringOrNull,
   decision: Type.Enum(['send', 'skip']),
   reason: Type.Union([Type.String(), Type.Null()], {
-    description:
-      'Why nothing was sent: paused, unsubscribed, bounced, complained, suppressed, segment_mismatch, cooldown, daily_cap, ' +
-      'no_mail_account, account_daily_limit, no_template; null for a send',
+    description: `Why nothing was sent: ${SKIP_REASONS.join(', ')}; null for a send`,
   }),
   email_send_log_id: StringOrNull,
   send_status: Type.Union([Type.String(), Type.Null()], { description: 'Status of the e-mail of a send decision (queued, sending, sent, …)' }),

@@ -25,20 +25,23 @@ export type CampaignSummary = {
   bounced: number;
 };
 
+/** A campaign's counts as the dashboard shows them, summed over statistics rows (buckets or deltas). */
+const TOTALS = sql.raw(`coalesce(sum(sent), 0) AS sent, coalesce(sum(opened_human), 0) AS opened, coalesce(sum(opened_bot), 0) AS opened_bot,
+  coalesce(sum(clicked_human), 0) AS clicked, coalesce(sum(clicked_bot), 0) AS clicked_bot,
+  coalesce(sum(bounced_hard + bounced_soft), 0) AS bounced`);
+
 /**
  * A campaign's all-time counts from the statistics buckets and the deltas not
  * yet folded (src/stats/): sent, opened and clicked by people and by bots
- * (messages, each once per verdict), bounced. A lateral subquery over the
- * buckets' (team_id, source, campaign_id) prefix: a few rows per 15 minutes of
- * the campaign's life, whatever its number of messages. The definitions are
- * the stats API's (docs/glossary.md).
+ * (messages, each once per verdict), bounced. The buckets are read by their
+ * (team_id, source, campaign_id) prefix: a few rows per 15 minutes of the
+ * campaign's life, whatever its number of messages. The definitions are the
+ * stats API's (docs/glossary.md).
  */
 function campaignTotals(campaignId: RawBuilder<unknown>, teamId: RawBuilder<unknown>) {
   const cols = sql.raw('sent, opened_human, opened_bot, clicked_human, clicked_bot, bounced_hard, bounced_soft');
   return sql`(
-    SELECT coalesce(sum(x.sent), 0) AS sent, coalesce(sum(x.opened_human), 0) AS opened, coalesce(sum(x.opened_bot), 0) AS opened_bot,
-           coalesce(sum(x.clicked_human), 0) AS clicked, coalesce(sum(x.clicked_bot), 0) AS clicked_bot,
-           coalesce(sum(x.bounced_hard + x.bounced_soft), 0) AS bounced
+    SELECT ${TOTALS}
       FROM (SELECT ${cols} FROM stats_buckets b WHERE b.team_id = ${teamId} AND b.source = 'campaign' AND b.campaign_id = ${campaignId}
             UNION ALL
             SELECT ${cols} FROM stats_deltas d WHERE d.team_id = ${teamId} AND d.source = 'campaign' AND d.campaign_id = ${campaignId}) x
@@ -48,18 +51,24 @@ function campaignTotals(campaignId: RawBuilder<unknown>, teamId: RawBuilder<unkn
 /**
  * A page of campaigns, newest first, after the campaign `before` (keyset on
  * campaigns_team_idx). Each has its five latest sends and its counts from the
- * statistics (campaignTotals); the sends' progress counters are a floor for
+ * statistics (buckets and deltas, as campaignTotals); the sends' progress counters are a floor for
  * sent and bounced, for sends recorded before the statistics existed.
  */
 export async function campaignPage(db: Db, teamId: string, before: string | undefined): Promise<CampaignSummary[]> {
   const cursor = before
     ? sql`AND (c.created_at, c.id) < (SELECT b.created_at, b.id FROM campaigns b WHERE b.team_id = ${teamId} AND b.id = ${before})`
     : sql``;
+  // The team's unfolded deltas are read once for the page (grouped by campaign), not once per campaign.
   const { rows } = await sql<CampaignSummary>`
+    WITH pending AS MATERIALIZED (
+      SELECT campaign_id, ${TOTALS} FROM stats_deltas WHERE team_id = ${teamId} AND source = 'campaign' GROUP BY campaign_id
+    )
     SELECT c.id, c.name, c.campaign_type, c.trigger_events, c.created_at,
            sends.list -> 0 ->> 'status' AS status, sends.list AS sends,
-           greatest(stats.sent, sends.total_sent)::int AS sent, stats.opened::int AS opened, stats.opened_bot::int AS opened_bot,
-           stats.clicked::int AS clicked, stats.clicked_bot::int AS clicked_bot, greatest(stats.bounced, sends.total_bounced)::int AS bounced
+           greatest(b.sent + coalesce(p.sent, 0), sends.total_sent)::int AS sent,
+           (b.opened + coalesce(p.opened, 0))::int AS opened, (b.opened_bot + coalesce(p.opened_bot, 0))::int AS opened_bot,
+           (b.clicked + coalesce(p.clicked, 0))::int AS clicked, (b.clicked_bot + coalesce(p.clicked_bot, 0))::int AS clicked_bot,
+           greatest(b.bounced + coalesce(p.bounced, 0), sends.total_bounced)::int AS bounced
       FROM campaigns c
      CROSS JOIN LATERAL (
        SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -73,7 +82,10 @@ export async function campaignPage(db: Db, teamId: string, before: string | unde
                 WHERE s.campaign_id = c.id AND s.team_id = c.team_id
                 ORDER BY s.created_at DESC, s.id DESC LIMIT 5) s
      ) sends
-     CROSS JOIN LATERAL ${campaignTotals(sql`c.id`, sql`c.team_id`)} stats
+     CROSS JOIN LATERAL (
+       SELECT ${TOTALS} FROM stats_buckets WHERE team_id = c.team_id AND source = 'campaign' AND campaign_id = c.id
+     ) b
+      LEFT JOIN pending p ON p.campaign_id = c.id
      WHERE c.team_id = ${teamId} AND c.deleted_at IS NULL ${cursor}
      ORDER BY c.created_at DESC, c.id DESC
      LIMIT ${CAMPAIGNS_PER_PAGE + 1}`.execute(db);
