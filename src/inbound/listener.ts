@@ -23,6 +23,7 @@ import { Counter, register } from 'prom-client';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
+import { Batcher } from '../lib/batcher.ts';
 import { untrustedPool, UntrustedWorkError, type UntrustedPool } from '../untrusted/pool.ts';
 import { parseInboundAddress, type InboundAddress } from './address.ts';
 import { applyFeedback, type Feedback } from './feedback.ts';
@@ -41,7 +42,7 @@ export type InboundListener = {
 /** How often the certificate files are looked at for a renewal (a changed mtime reloads them). */
 const TLS_RELOAD_MS = 60 * 60_000;
 
-/** A batch goes at once when this many items wait, else BATCH_MS after its first. */
+/** A batch (of feedback to record, of addresses to look up) goes at once when this many wait, else BATCH_MS after its first. */
 const BATCH_MAX = 200;
 /** Wall-clock budget of one message's parse in the pool (a 10 MiB message with a hundred parts takes well under it; a busy machine's threads run at nice 10). */
 const PARSE_BUDGET_MS = 10_000;
@@ -51,63 +52,6 @@ const messagesCounter = (register.getSingleMetric('plover_inbound_messages_total
   ?? new Counter({ name: 'plover_inbound_messages_total', help: 'Messages taken by the inbound SMTP listener, by result', labelNames: ['result'] });
 const refusedCounter = (register.getSingleMetric('plover_inbound_rcpt_refused_total') as Counter | undefined)
   ?? new Counter({ name: 'plover_inbound_rcpt_refused_total', help: 'RCPT TO refused by the inbound listener (not ours, forged, unknown)', labelNames: ['why'] });
-
-/**
- * Groups the feedback of concurrent sessions into one applyFeedback call; each
- * caller waits for its commit. One batch at a time (batches take their row
- * locks in order, never against each other): what arrives while a batch is
- * being recorded waits and goes, all together, into the next one, so batches
- * grow with the load instead of queueing behind each other.
- */
-class FeedbackBatcher {
-  private items: Feedback[] = [];
-  private waiters: { resolve(): void; reject(err: unknown): void }[] = [];
-  private timer: NodeJS.Timeout | null = null;
-  private busy: Promise<void> | null = null;
-  private readonly db: Db;
-  private readonly opts: Parameters<typeof applyFeedback>[2];
-
-  constructor(db: Db, opts: Parameters<typeof applyFeedback>[2]) {
-    this.db = db;
-    this.opts = opts;
-  }
-
-  add(items: Feedback[]): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.items.push(...items);
-      this.waiters.push({ resolve, reject });
-      if (this.busy) return;
-      if (this.items.length >= BATCH_MAX) this.flush();
-      else this.timer ??= setTimeout(() => this.flush(), BATCH_MS);
-    });
-  }
-
-  private flush(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    if (this.busy || this.waiters.length === 0) return;
-    const items = this.items;
-    const waiters = this.waiters;
-    this.items = [];
-    this.waiters = [];
-    this.busy = (async () => {
-      try {
-        await applyFeedback(this.db, items, this.opts);
-        for (const w of waiters) w.resolve();
-      } catch (err) {
-        for (const w of waiters) w.reject(err);
-      }
-    })().finally(() => {
-      this.busy = null;
-      this.flush();
-    });
-  }
-
-  async close(): Promise<void> {
-    this.flush();
-    while (this.busy) await this.busy;
-  }
-}
 
 /** Messages classified in one pool task at most, and their bytes at most (a larger message goes alone). */
 const CLASSIFY_BATCH_MAX = 50;
@@ -191,15 +135,30 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
   if (!domain) throw new Error('the inbound listener needs INBOUND_DOMAIN');
   if (!secret) throw new Error('the inbound listener needs APP_SECRET (it verifies the signed addresses)');
   const pool = deps.pool ?? untrustedPool();
-  const batcher = new FeedbackBatcher(db, { softBounceLimit: inbound.softBounceLimit, softBounceDays: inbound.softBounceDays, log });
+  // The feedback of concurrent sessions is recorded in one applyFeedback call;
+  // each session waits for its commit. One batch at a time (batches take their
+  // row locks in order, never against each other).
+  const applyOpts = { softBounceLimit: inbound.softBounceLimit, softBounceDays: inbound.softBounceDays, log };
+  const batcher = new Batcher<Feedback[], void>(async (lists) => {
+    await applyFeedback(db, lists.flat(), applyOpts);
+    return lists.map(() => undefined);
+  }, { max: BATCH_MAX, delayMs: BATCH_MS });
   const limits = { maxParts: inbound.maxMimeParts, maxDepth: inbound.maxMimeDepth };
   const classifier = new ClassifyBatcher(pool);
 
-  /** Is the message of a signed address still in the log (retention removes it: the address expires with it)? */
-  async function teamOf(id: string): Promise<string | null> {
-    const { rows } = await sql<{ team_id: string }>`SELECT team_id FROM email_send_log WHERE id = ${id}`.execute(db);
-    return rows[0]?.team_id ?? null;
-  }
+  /**
+   * Is the message of a signed address still in the log (retention removes it:
+   * the address expires with it), and whose is it? The RCPTs of concurrent
+   * sessions are looked up together: one statement per round instead of one
+   * per recipient (at a thousand DSNs a second the per-query round trip was
+   * the listener's largest cost; bench/inbound.ts).
+   */
+  const teams = new Batcher<string, string | null>(async (ids) => {
+    const { rows } = await sql<{ id: string; team_id: string }>`SELECT id, team_id FROM email_send_log WHERE id = ANY(${[...new Set(ids)]}::uuid[])`.execute(db);
+    const byId = new Map(rows.map((r) => [r.id, r.team_id]));
+    return ids.map((id) => byId.get(id) ?? null);
+  }, { max: BATCH_MAX });
+  const teamOf = (id: string) => teams.add(id);
 
   async function onRcpt(address: string, session: Session): Promise<void> {
     const list = (session.inbound ??= []);
@@ -333,7 +292,7 @@ export async function startInboundListener(deps: { db: Db; config: Config; log: 
     async close() {
       if (reload) clearInterval(reload);
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      await batcher.close();
+      await Promise.all([batcher.close(), teams.close()]);
     },
   };
 }
