@@ -39,6 +39,8 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   claims: { bench: 'send-claims', usage: '--claims <n>           send-claims: messages claimed per run (default 3000)' },
   'broadcast-contacts': { bench: 'broadcast', usage: '--broadcast-contacts <n> broadcast: contacts of the team, half in the segment (default 1000000)' },
   'broadcast-sends': { bench: 'broadcast', usage: '--broadcast-sends <n>  broadcast: e-mails sent in the throughput run (default 20000)' },
+  'scale-contacts': { bench: 'scale', usage: '--scale-contacts <n>   scale: contacts of the filled team (default 1000000; a tenth more in a neighbour team)' },
+  'scale-events': { bench: 'scale', usage: '--scale-events <n>     scale: events of the filled team (default 10000000)' },
   'stats-messages': { bench: 'stats', usage: '--stats-messages <n>   stats: messages of the measured campaign (default 1000000)' },
 };
 // Options that take text, and switches, of one benchmark only: they reach its
