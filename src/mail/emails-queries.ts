@@ -184,6 +184,8 @@ export async function listEmails(
   db: Db,
   teamId: string,
   f: { page: number; perPage: number; status?: EmailStatus; source?: string; to_email?: string },
+  /** Count at most this many matching messages (the total is then at most countCap + 1): a page that shows "N+" need not count a million. */
+  countCap?: number,
 ): Promise<{ rows: LogRow[]; total: number }> {
   const where = [sql`team_id = ${teamId}`];
   if (f.source) where.push(sql`source = ${f.source}`);
@@ -192,7 +194,10 @@ export async function listEmails(
   const cond = sql.join(where, sql` AND `);
   return paginate(
     f,
-    async () => (await sql<{ n: string }>`SELECT count(*) AS n FROM email_send_log WHERE ${cond}`.execute(db)).rows[0]!.n,
+    async () =>
+      countCap === undefined
+        ? (await sql<{ n: string }>`SELECT count(*) AS n FROM email_send_log WHERE ${cond}`.execute(db)).rows[0]!.n
+        : (await sql<{ n: string }>`SELECT count(*) AS n FROM (SELECT 1 FROM email_send_log WHERE ${cond} LIMIT ${countCap + 1}) m`.execute(db)).rows[0]!.n,
     async (limit, offset) =>
       (await sql<LogRow>`
         SELECT ${LOG_COLUMNS} FROM email_send_log WHERE ${cond}

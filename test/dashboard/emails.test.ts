@@ -64,6 +64,24 @@ describe('transactional e-mail pages', () => {
     assert.match(filteredPager.body, /href="\/emails\?status=queued&amp;page=1">Previous page/, 'pages keep the filters');
   });
 
+  test('past 10,000 messages the pager counts no further: "10,000+", 500 pages, the last page still answers; the API keeps the exact total', async () => {
+    const a = await teamWithEmails(1, 'Many');
+    const db = t.database.db;
+    await sql`
+      INSERT INTO email_send_log (team_id, email, status, source, created_at)
+      SELECT ${a.teamId}, 'bulk' || g || '@shop.example', 'sent', 'transactional', now() - g * interval '1 second'
+        FROM generate_series(1, 10050) g`.execute(db);
+    const first = await a.session.get('/emails');
+    assert.equal(first.statusCode, 200);
+    assert.match(first.body, /Page 1 of 500 \(10,000\+ e-mails\)/);
+    const last = await a.session.get('/emails?page=500');
+    assert.equal(rowsOn(last.body).length, 20);
+    assert.match(last.body, /Page 500 of 500/);
+    assert.doesNotMatch(last.body, /Next page/);
+    const api = await t.app.inject({ method: 'GET', url: '/public/v1/email/emails?source=transactional&per_page=1', headers: { 'x-api-key': a.key } });
+    assert.equal(String(api.json().meta.total), '10051');
+  });
+
   test('one e-mail: the timeline the API answers; another team gets the 404 page and sees none of it', async () => {
     const a = await teamWithEmails(1, 'Timeline A');
     const b = await teamWithEmails(1, 'Timeline B');
