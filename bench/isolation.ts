@@ -30,8 +30,7 @@ import { startServer } from './lib/server.ts';
 import { dashboardSession } from './lib/dashboard-session.ts';
 import { startService, type LoopDelay, type Service } from './lib/service.ts';
 import type { BenchOptions } from './lib/types.ts';
-import { REQUEST_TIMEOUT_MS, victimPhase, type VictimPhase } from './lib/victim.ts';
-import type { Arrival } from './servers/smtp-sink.ts';
+import { REQUEST_TIMEOUT_MS, sendLatencies, victimPhase, type VictimPhase } from './lib/victim.ts';
 
 const SEND_RATE = 5;
 const SLOW_SOCKETS_PER_ATTACKER = 50;
@@ -187,27 +186,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     return { victim, rssMax, loop, benchLoopMax: benchLoop.max / 1e6, send: new LatencyHistogram(), arrived: 0 };
   };
   const drain = async (p: PhaseResult, limitMs: number) => {
-    const deadline = Date.now() + limitMs;
-    for (;;) {
-      const got = ((await (await fetch(`${sink.origin}/arrivals`)).json()) as Arrival[]);
-      const { rows } = await sql<{ message_id: string; event_id: string }>`
-        SELECT message_id, event_id FROM email_send_log
-         WHERE team_id = ${teamB.id} AND event_id = ANY (${[...p.victim.sends.keys()]}::uuid[]) AND message_id IS NOT NULL`.execute(db);
-      const byMessage = new Map(rows.map((r) => [r.message_id, r.event_id]));
-      const arrivedAt = new Map<string, number>();
-      for (const [id, at] of got) {
-        const ev = byMessage.get(id);
-        if (ev && !arrivedAt.has(ev)) arrivedAt.set(ev, at);
-      }
-      if (arrivedAt.size >= p.victim.sends.size || Date.now() > deadline) {
-        p.send = new LatencyHistogram();
-        // One not arrived by the deadline counts at the deadline: a lower bound.
-        for (const [ev, at] of p.victim.sends) p.send.record((arrivedAt.get(ev) ?? Date.now()) - at);
-        p.arrived = arrivedAt.size;
-        return;
-      }
-      await sleep(200);
-    }
+    Object.assign(p, await sendLatencies({ sinkOrigin: sink.origin, db, teamId: teamB.id, sends: p.victim.sends, timeoutMs: limitMs }));
   };
   const drainMs = Math.max(10_000, opts.duration * 1000);
   log(`isolation: warm-up (${Math.min(3, opts.duration)} s)`);

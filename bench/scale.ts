@@ -29,8 +29,7 @@ import { fmt, round, table } from './lib/report.ts';
 import { startServer } from './lib/server.ts';
 import { startService } from './lib/service.ts';
 import type { BenchOptions } from './lib/types.ts';
-import { victimPhase } from './lib/victim.ts';
-import type { Arrival } from './servers/smtp-sink.ts';
+import { sendLatencies, victimPhase } from './lib/victim.ts';
 
 const UPSERT_REQUESTS = 20;
 const UPSERT_BATCH = 1_000;
@@ -167,28 +166,9 @@ export async function run(opts: BenchOptions): Promise<void> {
     log(`scale: ${name}: campaign latency (${SEND_RATE} lead.created/s for ${opts.duration} s) and pings`);
     const tag = `p${++phaseNo}`;
     const v = await victimPhase({ origin: service.origin, key, seconds: opts.duration, pingRate: PING_RATE, sendRate: SEND_RATE, tag });
-    const send = new LatencyHistogram();
-    const deadline = Date.now() + Math.max(30_000, opts.duration * 3000);
-    let arrived = 0;
-    for (;;) {
-      const got = (await (await fetch(`${sink.origin}/arrivals`)).json()) as Arrival[];
-      const { rows } = await sql<{ message_id: string; event_id: string }>`
-        SELECT message_id, event_id FROM email_send_log
-         WHERE team_id = ${team.id} AND event_id = ANY (${[...v.sends.keys()]}::uuid[]) AND message_id IS NOT NULL`.execute(db);
-      const byMessage = new Map(rows.map((r) => [r.message_id, r.event_id]));
-      const at = new Map<string, number>();
-      for (const [id, t] of got) {
-        const ev = byMessage.get(id);
-        if (ev && !at.has(ev)) at.set(ev, t);
-      }
-      if (at.size >= v.sends.size || Date.now() > deadline) {
-        // One not arrived by the deadline counts at the deadline: a lower bound.
-        for (const [ev, t0] of v.sends) send.record((at.get(ev) ?? Date.now()) - t0);
-        arrived = at.size;
-        break;
-      }
-      await sleep(200);
-    }
+    const { send, arrived } = await sendLatencies({
+      sinkOrigin: sink.origin, db, teamId: team.id, sends: v.sends, timeoutMs: Math.max(30_000, opts.duration * 3000),
+    });
     log(`scale: ${name}: dashboard pages (${PAGE_SAMPLES} each)`);
     const { rows: picks } = await sql<{ contact: string; message: string | null; tx: string | null }>`
       SELECT (SELECT id FROM contacts WHERE team_id = ${team.id} ORDER BY created_at LIMIT 1) AS contact,

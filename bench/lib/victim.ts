@@ -3,6 +3,9 @@
 // (each sends one e-mail through B's campaign) at a low fixed rate. Open loop:
 // each request starts on schedule whether or not earlier ones have answered,
 // so a stalled service shows as latency (a closed loop would just send less).
+import { sql } from 'kysely';
+import type { Db } from '../../src/db/pool.ts';
+import type { Arrival } from '../servers/smtp-sink.ts';
 import { LatencyHistogram } from './histogram.ts';
 
 export type VictimPhase = {
@@ -93,4 +96,40 @@ export async function victimPhase(opts: {
   }
   await Promise.all(inflight);
   return r;
+}
+
+/**
+ * Waits until every accepted event's message is at the SMTP sink (or the
+ * deadline) and returns each send's latency, event request sent → DATA ended
+ * at the sink. The sink knows Message-IDs; the message log maps them back to
+ * the events. One not arrived by the deadline counts at the deadline: a lower
+ * bound.
+ */
+export async function sendLatencies(opts: {
+  sinkOrigin: string;
+  db: Db;
+  teamId: string;
+  /** Event id → when its request was sent (Date.now()), as VictimPhase.sends. */
+  sends: Map<string, number>;
+  timeoutMs: number;
+}): Promise<{ send: LatencyHistogram; arrived: number }> {
+  const deadline = Date.now() + opts.timeoutMs;
+  for (;;) {
+    const got = (await (await fetch(`${opts.sinkOrigin}/arrivals`)).json()) as Arrival[];
+    const { rows } = await sql<{ message_id: string; event_id: string }>`
+      SELECT message_id, event_id FROM email_send_log
+       WHERE team_id = ${opts.teamId} AND event_id = ANY (${[...opts.sends.keys()]}::uuid[]) AND message_id IS NOT NULL`.execute(opts.db);
+    const byMessage = new Map(rows.map((r) => [r.message_id, r.event_id]));
+    const arrivedAt = new Map<string, number>();
+    for (const [id, at] of got) {
+      const ev = byMessage.get(id);
+      if (ev && !arrivedAt.has(ev)) arrivedAt.set(ev, at);
+    }
+    if (arrivedAt.size >= opts.sends.size || Date.now() > deadline) {
+      const send = new LatencyHistogram();
+      for (const [ev, at] of opts.sends) send.record((arrivedAt.get(ev) ?? Date.now()) - at);
+      return { send, arrived: arrivedAt.size };
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
