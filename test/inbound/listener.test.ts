@@ -199,6 +199,25 @@ describe('inbound listener: DSN, ARF and replies through SMTP into the message l
     await assert.rejects(deliver(gone.from, 'Subject: x\r\n\r\nx\r\n'), (err: any) => err.responseCode === 550);
   });
 
+  test('RCPTs of concurrent sessions looked up together: each gets its own answer (live accepted, expired refused)', async () => {
+    const live = [];
+    for (const to of ['batch-1@example.com', 'batch-2@example.com', 'batch-3@example.com']) live.push(await send(to));
+    const dead = [];
+    for (const to of ['batch-x@example.com', 'batch-y@example.com']) dead.push(await send(to));
+    await t.database.db.deleteFrom('email_send_log').where('id', 'in', dead.map((d) => d.id)).execute();
+    // Each on its own connection, all at once: their RCPTs fall into the same lookups.
+    const one = (to: string) => {
+      const c = nodemailer.createTransport({ host: '127.0.0.1', port: listener.port, secure: false, ignoreTLS: true });
+      return c.sendMail({ envelope: { from: '', to: [to] }, raw: 'Subject: x\r\n\r\nx\r\n' }).then(
+        (info) => ({ to, code: Number(String(info.response).slice(0, 3)) }),
+        (err: any) => ({ to, code: err.responseCode as number }),
+      ).finally(() => c.close());
+    };
+    const order = [live[0]!, dead[0]!, live[1]!, dead[1]!, live[2]!];
+    const results = await Promise.all(order.map((m) => one(m.at.from)));
+    assert.deepEqual(results.map((r) => r.code), [250, 550, 250, 550, 250]);
+  });
+
   test('unreadable or unmatched mail to a valid address is accepted and dropped, never refused into a retry loop', async () => {
     const { id, at } = await send('quiet@example.com');
     const info = await deliver(at.from, 'From: someone@example.net\r\nSubject: hello\r\n\r\njust text\r\n', 'someone@example.net');
