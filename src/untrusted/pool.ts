@@ -96,13 +96,17 @@ export class UntrustedPool {
     this.pool = new Piscina({
       filename: new URL('./thread.ts', import.meta.url).href,
       workerData: { tasks: opts.filename ?? new URL('../pool-tasks.ts', import.meta.url).href },
-      minThreads: 1,
+      // Every thread is started with the pool and replaced at once when one is
+      // ended (a task over its budget or heap): a task never waits for a
+      // thread's boot, which took 230-310 ms on the loaded machine of the
+      // isolation bench and was the worst of the victim's campaign sends
+      // (send p99 481-632 ms with one thread kept, 168-255 ms with all).
+      // It costs one idle thread's RSS (about 30 MiB) once the pool is used.
+      minThreads: this.maxThreads,
       maxThreads: this.maxThreads,
       // Admission happens here (never more tasks than threads), so piscina's
       // queue only ever holds a task for the moment a thread is being started.
       maxQueue: this.maxThreads,
-      // An idle pool shrinks back to one thread: RSS of an idle service stays low.
-      idleTimeout: 30_000,
       // Per thread on Linux (piscina calls nice(2) in the thread, through
       // @napi-rs/nice): the request-serving thread keeps its priority.
       niceIncrement: opts.niceIncrement ?? 10,

@@ -72,3 +72,21 @@ test("a task's budget starts when a thread begins it, not during the thread's bo
     await slow.close();
   }
 });
+
+test('every thread is started with the pool: a task finds a ready thread while another holds the first', async () => {
+  // Each thread's boot takes 1.5 s of CPU. Started on demand (as before), the
+  // second thread would boot only when B's task arrives, and B would answer
+  // after A's 800 ms hold; started with the pool, it is ready when B comes.
+  const slow = new UntrustedPool({ filename: new URL('./slow-boot-tasks.ts', import.meta.url).href, maxThreads: 2, budgetMs: 5_000 });
+  try {
+    assert.equal(await slow.run('echo', 'first'), 'first');
+    await new Promise((r) => setTimeout(r, 3_000)); // both boots ran side by side; this is margin on a loaded machine
+    const order: string[] = [];
+    const a = slow.run('hold', 800, 5_000, 'A').then(() => void order.push('A'));
+    const b = slow.run('echo', 'B', 5_000, 'B').then(() => void order.push('B'));
+    await Promise.all([a, b]);
+    assert.deepEqual(order, ['B', 'A']);
+  } finally {
+    await slow.close();
+  }
+});

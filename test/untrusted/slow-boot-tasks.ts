@@ -4,3 +4,8 @@ while (Date.now() < end);
 export function echo(input: unknown): unknown {
   return input;
 }
+/** Holds its thread for `ms` without using the CPU. */
+export function hold(ms: number): number {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  return ms;
+}
