@@ -1,4 +1,4 @@
-// `npm run bench -- isolation [--duration S] [--attackers N] [--classes a,b,...] [--ping-rate R] [--strict]`
+// `npm run bench -- isolation [--duration S] [--attackers N] [--attacker-nice N] [--classes a,b,...] [--ping-rate R] [--strict]`
 //
 // One team cannot hurt another: the service runs as deployed (one process,
 // API and worker, lib/service.ts) on its own database, with an SMTP sink and a
@@ -12,17 +12,23 @@
 // and send p50/p99 (event request sent → message at the sink), the service's
 // RSS max (VmRSS: the whole process, worker threads included) and its
 // event-loop delay (monitorEventLoopDelay inside the service, read over IPC);
-// per class, the requests sent and how they were answered. Goals: hostile p99
+// per class, the requests sent and how they were answered; the CPU seconds of
+// the service, of the attackers' process and of the machine in each phase (on
+// a 2-core machine the attackers' own sending takes a large share of the
+// cores the service and the victim need; --attacker-nice lowers its priority,
+// as if the attacker ran elsewhere, and the report says which was in force). Goals: hostile p99
 // ≤ 2× quiet p99 for ping and send, RSS < 512 MiB. The verdict is printed;
 // only --strict makes a missed goal exit non-zero.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fork } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createUser } from '../src/dashboard/users.ts';
 import { TrackingLinks } from '../src/lib/tracking-links.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import type { AttackData, AttackStats } from './lib/attack.ts';
+import { machineCpu, processCpuSeconds } from './lib/cpu.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
 import { CAPTURE_BOMB, CLASS_IDS, CLASS_LABELS, LINK_LOOP, RANGE_BOMB, type ClassId } from './lib/hostile.ts';
 import { fmt, round, table } from './lib/report.ts';
@@ -47,11 +53,15 @@ type PhaseResult = {
   loop?: LoopDelay;
   /** This (the measuring) thread's own event-loop delay max, ms: large values mean the figures are the bench's. */
   benchLoopMax: number;
+  /** CPU seconds over the victim's load: the service process (all threads), the attackers' process (hostile phase), the machine's busy total. */
+  cpu: { service?: number; attack?: number; machine?: number };
 };
 
 export async function run(opts: BenchOptions): Promise<void> {
   const attackers = opts.flags.attackers ?? 4;
   const pingRate = opts.flags['ping-rate'] ?? 200;
+  const attackerNice = opts.flags['attacker-nice'];
+  if (attackerNice !== undefined && attackerNice > 19) throw new Error('--attacker-nice takes 1-19');
   const classes = parseClasses(opts.text.classes);
   const { log } = opts;
   const postgres = await opts.postgres();
@@ -171,19 +181,26 @@ export async function run(opts: BenchOptions): Promise<void> {
   // `atEnd` runs when the victim's load ends, before the service's loop delay is
   // read: the attack must stop first, or a stalled service answers the read only
   // after more attack (the read waits up to 60 s).
-  const phase = async (tag: string, seconds: number, atEnd?: () => Promise<unknown>): Promise<PhaseResult> => {
+  const phase = async (tag: string, seconds: number, atEnd?: () => Promise<unknown>, attackPid?: number): Promise<PhaseResult> => {
     await service.resetLoopDelay();
+    const cpu0 = { service: processCpuSeconds(service.pid), attack: attackPid ? processCpuSeconds(attackPid) : undefined, machine: machineCpu()?.busy };
     const benchLoop = monitorEventLoopDelay({ resolution: 10 });
     benchLoop.enable();
     let rssMax = 0;
     const sampler = setInterval(() => (rssMax = Math.max(rssMax, service.rssMiB() || 0)), 200);
     const victim = await victimPhase({ origin: service.origin, key: keyB, seconds, pingRate, sendRate: SEND_RATE, tag });
     clearInterval(sampler);
+    const diff = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : a - b);
+    const cpu = {
+      service: diff(processCpuSeconds(service.pid), cpu0.service),
+      attack: attackPid ? diff(processCpuSeconds(attackPid), cpu0.attack) : undefined,
+      machine: diff(machineCpu()?.busy, cpu0.machine),
+    };
     rssMax = Math.max(rssMax, service.rssMiB() || 0);
     benchLoop.disable();
     await atEnd?.();
     const loop = await service.loopDelay();
-    return { victim, rssMax, loop, benchLoopMax: benchLoop.max / 1e6, send: new LatencyHistogram(), arrived: 0 };
+    return { victim, rssMax, loop, benchLoopMax: benchLoop.max / 1e6, cpu, send: new LatencyHistogram(), arrived: 0 };
   };
   const drain = async (p: PhaseResult, limitMs: number) => {
     Object.assign(p, await sendLatencies({ sinkOrigin: sink.origin, db, teamId: teamB.id, sends: p.victim.sends, timeoutMs: limitMs }));
@@ -201,7 +218,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   opts.defer(() => void attack.kill('SIGKILL'));
   attack.send({
     origin: service.origin, key: keyA, cookie, previewPaths, trackingPaths, bombCampaign, attackers,
-    timeoutMs: REQUEST_TIMEOUT_MS, slowSockets: SLOW_SOCKETS_PER_ATTACKER, classes,
+    timeoutMs: REQUEST_TIMEOUT_MS, slowSockets: SLOW_SOCKETS_PER_ATTACKER, classes, nice: attackerNice,
   } satisfies AttackData);
   await new Promise<void>((resolve, reject) => {
     attack.once('message', () => resolve());
@@ -225,11 +242,11 @@ export async function run(opts: BenchOptions): Promise<void> {
       attack.send({ type: 'stop' });
     });
     attack.kill('SIGKILL');
-  });
+  }, attack.pid);
   await drain(hostile, drainMs);
   const hookCount = ((await (await fetch(`${hooks.origin}/count`)).json()) as { count: number }).count;
 
-  report({ quiet, hostile, stats, classes, attackers, pingRate, service, setupNotes, hookCount, duration: opts.duration, source: postgres.source, strict: !!opts.switches.strict });
+  report({ quiet, hostile, stats, classes, attackers, attackerNice, pingRate, service, setupNotes, hookCount, duration: opts.duration, source: postgres.source, strict: !!opts.switches.strict });
 }
 
 function parseClasses(raw: string | undefined): ClassId[] {
@@ -259,11 +276,12 @@ async function signIn(origin: string, teamId: string, db: Parameters<typeof crea
 }
 
 function report(r: {
-  quiet: PhaseResult; hostile: PhaseResult; stats: AttackStats; classes: ClassId[]; attackers: number; pingRate: number;
+  quiet: PhaseResult; hostile: PhaseResult; stats: AttackStats; classes: ClassId[]; attackers: number; attackerNice: number | undefined; pingRate: number;
   service: Service; setupNotes: string[]; hookCount: number; duration: number; source: string; strict: boolean;
 }): void {
   const { quiet: q, hostile: h } = r;
   const ms = (x: number | undefined) => (x === undefined ? 'n/a' : fmt(x, x < 10 ? 2 : 0));
+  const cpuS = (x: number | undefined) => (x === undefined ? 'n/a' : fmt(x, 1));
   const sendMs = (x: PhaseResult, pc: number) => (x.send.count ? ms(x.send.percentileMs(pc)) : 'n/a (none accepted)');
   const p = (x: PhaseResult, pc: number) => x.victim.ping.percentileMs(pc);
   const s = (x: PhaseResult, pc: number) => x.send.percentileMs(pc);
@@ -279,6 +297,7 @@ function report(r: {
   out.push(
     `isolation: victim B: GET /ping at ${r.pingRate}/s and lead.created → e-mail at ${SEND_RATE}/s, open loop, ${r.duration} s per phase; ` +
       `attackers: ${r.attackers} requests in flight per class (class h: ${r.attackers * SLOW_SOCKETS_PER_ATTACKER} sockets), ` +
+      `their process at ${r.attackerNice ? `nice ${r.attackerNice}` : 'the default priority'}, ` +
       `requests abandoned after ${REQUEST_TIMEOUT_MS / 1000} s; service: API + worker in one process; database ${r.source}`,
     '',
     table(
@@ -294,6 +313,9 @@ function report(r: {
         ['API event-loop delay p99 ms', ms(q.loop?.p99), ms(h.loop?.p99), q.loop && h.loop ? fmt(ratio(h.loop.p99, q.loop.p99), 2) : ''],
         ['API event-loop delay max ms', ms(q.loop?.max), ms(h.loop?.max), ''],
         ['bench thread loop delay max ms', ms(q.benchLoopMax), ms(h.benchLoopMax), ''],
+        ['CPU s: service (all threads)', cpuS(q.cpu.service), cpuS(h.cpu.service), ''],
+        ['CPU s: attackers\' process', '', cpuS(h.cpu.attack), ''],
+        [`CPU s: machine busy (of ${availableParallelism() * r.duration})`, cpuS(q.cpu.machine), cpuS(h.cpu.machine), ''],
       ],
       ['left', 'right', 'right', 'right'],
     ),
@@ -318,10 +340,10 @@ function report(r: {
   const phaseJson = (x: PhaseResult) => ({
     pingP50Ms: round(p(x, 50)), pingP99Ms: round(p(x, 99)), pingSent: x.victim.pingSent, pingOk: x.victim.pingOk, pingTimeouts: x.victim.pingTimeouts,
     sendP50Ms: round(s(x, 50)), sendP99Ms: round(s(x, 99)), sendsAccepted: x.victim.sends.size, sendsArrived: x.arrived,
-    rssMaxMiB: round(x.rssMax, 1), loopDelay: x.loop ?? null, benchLoopMaxMs: round(x.benchLoopMax),
+    rssMaxMiB: round(x.rssMax, 1), loopDelay: x.loop ?? null, benchLoopMaxMs: round(x.benchLoopMax), cpuSeconds: x.cpu,
   });
   console.log(JSON.stringify({
-    bench: 'isolation', durationS: r.duration, pingRate: r.pingRate, sendRate: SEND_RATE, attackers: r.attackers, classes: r.classes,
+    bench: 'isolation', durationS: r.duration, pingRate: r.pingRate, sendRate: SEND_RATE, attackers: r.attackers, attackerNice: r.attackerNice ?? 0, classes: r.classes,
     quiet: phaseJson(q), hostile: phaseJson(h), attack: r.stats, died: r.service.died ?? null, pass, goals,
   }));
   if (r.strict && !pass) throw new Error(`isolation: goals missed: ${goals.filter((g) => !g.ok).map((g) => g.what).join('; ')}`);

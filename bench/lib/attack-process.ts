@@ -8,9 +8,17 @@
 // schedule, while the service's loop turned every few hundred ms). In their
 // own process they cost the measuring thread no more than any other process
 // on the machine does; on a machine this loaded that remains a lot (507 ms).
+//
+// `nice` (from --attacker-nice) lowers this process's priority before its
+// thread starts (Linux: a thread inherits its creator's nice value): on the
+// bench's machine the attackers' own CPU (building and sending the bodies)
+// competes with the service for the same cores, which an attacker on another
+// machine does not.
+import { setPriority } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
-process.once('message', (data: unknown) => {
+process.once('message', (data: { nice?: number }) => {
+  if (data.nice) setPriority(data.nice);
   const worker = new Worker(new URL('./attack.ts', import.meta.url), { workerData: data });
   worker.on('message', (m: unknown) => process.send!(m));
   worker.on('error', (err) => {

@@ -11,7 +11,7 @@ import { CLASS_IDS, variantsOf, type AttackContext, type ClassId, type Variant }
 
 export type ClassStats = { sent: number; statuses: Record<string, number>; variants: string[]; note?: string };
 export type AttackStats = Partial<Record<ClassId, ClassStats>>;
-export type AttackData = AttackContext & { classes: ClassId[] };
+export type AttackData = AttackContext & { classes: ClassId[]; nice?: number };
 
 const data = workerData as AttackData;
 const stop = new AbortController();

@@ -57,6 +57,12 @@ export function postgresCpuSeconds(postmaster: number): number | undefined {
   return ticks / TICKS;
 }
 
+/** CPU seconds (user + system, all its threads) used so far by one live process; undefined when gone or without /proc. */
+export function processCpuSeconds(pid: number): number | undefined {
+  const s = readStat(pid);
+  return s ? (Number(s.fields[11]) + Number(s.fields[12])) / TICKS : undefined;
+}
+
 export type MachineCpu = { busy: number; total: number };
 
 /** Machine-wide CPU seconds (all cores) so far from /proc/stat: busy (not idle or iowait) and total. */
