@@ -14,6 +14,11 @@ const tasks = (await import((workerData as { tasks: string }).tasks)) as Tasks &
 /** Tasks whose module is loaded at their first call (the task module's `lazyTasks`), not at boot. */
 const lazy: Record<string, Loader> = tasks.lazyTasks ?? {};
 
+/**
+ * `started`: [0] 1 once the task has begun, [1] the thread's id, [2] 1 + the CPU
+ * microseconds the task used in this thread, set when it returns or throws (0:
+ * it never did; the pool charges it to the team's CPU share).
+ */
 export type Envelope = { name: string; input: unknown; started: Int32Array };
 
 export async function run({ name, input, started }: Envelope): Promise<unknown> {
@@ -24,5 +29,11 @@ export async function run({ name, input, started }: Envelope): Promise<unknown> 
   Atomics.store(started, 0, 1);
   Atomics.notify(started, 0);
   if (typeof task !== 'function') throw new Error(`no pool task named ${name}`);
-  return (task as (input: unknown) => unknown)(input);
+  const cpu0 = process.threadCpuUsage();
+  try {
+    return await (task as (input: unknown) => unknown)(input);
+  } finally {
+    const used = process.threadCpuUsage(cpu0);
+    Atomics.store(started, 2, Math.min(1 + used.user + used.system, 2 ** 31 - 1));
+  }
 }

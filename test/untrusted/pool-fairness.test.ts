@@ -68,3 +68,46 @@ test('the threads run at a lower CPU priority than the thread that answers reque
   assert.equal(main?.nice, 0);
   for (const w of workers) assert.equal(w.nice, 10);
 });
+
+test("a team over its CPU share waits for its next task; another team's runs at once", async () => {
+  // Share 0.1 of a core after a burst of 100 ms: A's 300 ms of CPU leaves a debt
+  // of about 300 ms, back under the burst after (300 - 100) / 0.1 = 2,000 ms of
+  // wall clock, whatever the machine's load (the debt drains by the clock).
+  const pool = new UntrustedPool({ filename: fixture, maxThreads: 2, perTeamThreads: 2, budgetMs: 20_000, teamCpuShare: 0.1, teamCpuBurstMs: 100 });
+  pools.push(pool);
+  await Promise.all([pool.run('echo', 1, 20_000, 'warm 1'), pool.run('echo', 2, 20_000, 'warm 2')]);
+  await pool.run('burn', 300, 20_000, 'A');
+  const ended = Date.now();
+  const order: string[] = [];
+  const a = pool.run('echo', 'A', 20_000, 'A').then(() => void order.push('A'));
+  const b = pool.run('echo', 'B', 20_000, 'B').then(() => void order.push('B'));
+  await new Promise((r) => setImmediate(r));
+  // Both threads are free: only the share holds A back.
+  assert.deepEqual(pool.load('A'), { running: 0, waiting: 1 });
+  await b;
+  await a;
+  assert.deepEqual(order, ['B', 'A']);
+  const waited = Date.now() - ended;
+  assert.ok(waited >= 1_500, `A's next task began ${waited} ms after its 300 ms of CPU; the share allows it after about 2,000`);
+});
+
+test('a task that ended its thread is charged its whole budget', async () => {
+  const pool = new UntrustedPool({ filename: fixture, maxThreads: 2, budgetMs: 200, teamCpuShare: 0.1, teamCpuBurstMs: 100 });
+  pools.push(pool);
+  await pool.run('echo', 'warm', 200, 'warm');
+  await assert.rejects(pool.run('burn', 5_000, 200, 'C'), /took longer than 200 ms/);
+  const ended = Date.now();
+  // Charged 200 ms: (200 - 100) / 0.1 = 1,000 ms before C's next task.
+  await pool.run('echo', 'C', 200, 'C');
+  const waited = Date.now() - ended;
+  assert.ok(waited >= 700, `C's next task began ${waited} ms after the overrun`);
+});
+
+test('work of no team is not held back by the share', async () => {
+  const pool = new UntrustedPool({ filename: fixture, maxThreads: 2, perTeamThreads: 2, budgetMs: 20_000, teamCpuShare: 0.01, teamCpuBurstMs: 10 });
+  pools.push(pool);
+  await pool.run('burn', 200, 20_000);
+  const t0 = Date.now();
+  await pool.run('echo', 'again', 20_000);
+  assert.ok(Date.now() - t0 < 1_000, `the second task of no team waited ${Date.now() - t0} ms`);
+});
