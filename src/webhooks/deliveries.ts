@@ -263,7 +263,10 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
         response_code = r.code,
         response_body = r.body,
         last_error = r.error,
-        next_attempt_at = r.next_at,
+        -- A disable that landed while the attempt was out parked the row
+        -- (next_attempt_at NULL; a claimed row keeps its due time): its retry
+        -- stays parked until the enable, instead of being sent while disabled.
+        next_attempt_at = CASE WHEN d.next_attempt_at IS NULL AND r.status = 'pending' THEN NULL ELSE r.next_at END,
         locked_until = NULL,
         updated_at = now()
       FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
