@@ -148,33 +148,17 @@ export type ClaimedDelivery = {
  * the due scan is one ordered index range with no join. One that slipped
  * through a concurrent disable is parked here instead of being sent.
  *
- * Bitmap scans are off for this statement: a queue table's statistics are
- * always stale, and with them the planner read and sorted every due row for
- * each claim (13 ms per 100 with 10,000 queued) where the ordered index scan
- * with LIMIT stops after 100 rows.
+ * One statement (plover_claim_webhook_deliveries, migration 0029), with bitmap
+ * scans off inside it: a queue table's statistics are always stale, and with
+ * them the planner read and sorted every due row for each claim (13 ms per 100
+ * with 10,000 queued) where the ordered index scan with LIMIT stops after 100
+ * rows. The envelope is built here around the claimed rows.
  */
 export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-  const { rows } = await db.transaction().execute(async (tx) => {
-    await sql`SET LOCAL enable_bitmapscan = off`.execute(tx);
-    return sql<ClaimedDelivery & { is_enabled: boolean }>`
-    WITH due AS (
-      SELECT d.id
-      FROM webhook_deliveries d
-      WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-        AND (d.locked_until IS NULL OR d.locked_until < now())
-      ORDER BY d.next_attempt_at
-      LIMIT ${limit}
-      FOR UPDATE SKIP LOCKED
-    )
-    UPDATE webhook_deliveries d
-    SET locked_until = CASE WHEN w.is_enabled
-                         THEN date_trunc('milliseconds', now() + ${leaseMs} * interval '1 millisecond') END,
-        next_attempt_at = CASE WHEN w.is_enabled THEN d.next_attempt_at END
-    FROM due, webhooks w
-    WHERE d.id = due.id AND w.id = d.webhook_id
-    RETURNING d.id, d.team_id, d.webhook_id, ${envelopeOf('d')} AS payload, d.sequence_attempts, d.max_attempts,
-              w.url, w.secret_enc, d.locked_until AS lease, w.is_enabled`.execute(tx);
-  });
+  const { rows } = await sql<ClaimedDelivery & { is_enabled: boolean }>`
+    SELECT c.id, c.team_id, c.webhook_id, ${envelopeOf('c')} AS payload, c.sequence_attempts, c.max_attempts,
+           c.url, c.secret_enc, c.lease, c.is_enabled
+    FROM plover_claim_webhook_deliveries(${limit}::int, ${leaseMs}::int) c`.execute(db);
   return rows.filter((r) => r.is_enabled);
 }
 
