@@ -26,6 +26,7 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   parked: { bench: 'webhooks', usage: '--parked <n>           webhooks: a paused backlog of n parked deliveries (another team\'s disabled webhook) present throughout' },
   backlog: { bench: 'webhooks-backlog', usage: '--backlog <n>          webhooks-backlog: parked deliveries per disabled webhook (default 100000)' },
   rows: { bench: 'csv-import', usage: '--rows <n>             csv-import: rows of the generated CSV (default 1000000)' },
+  'api-scale-contacts': { bench: 'api-scale', usage: '--api-scale-contacts <n> api-scale: new contacts upserted per run, 1,000 a request (default 100000)' },
   'api-contacts': { bench: 'csv-import', usage: '--api-contacts <n>     csv-import: contacts sent through the bulk-upsert API for comparison (default min(rows, 200000))' },
   'campaign-events': { bench: 'campaigns', usage: '--campaign-events <n>  campaigns: contact.saved events drained for throughput (default 20000)' },
   attackers: { bench: 'isolation', usage: '--attackers <n>        isolation: concurrent attacker requests per input class (default 4)' },
