@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
 import { Pool as HttpPool } from 'undici';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
-import { localPostmaster, machineCpu, postgresCpuSeconds } from './lib/cpu.ts';
+import { cpuMeter, localPostmaster } from './lib/cpu.ts';
 import { fmt, round, table } from './lib/report.ts';
 import { startServer, type ServerProcess } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -22,7 +22,7 @@ const BATCH = 1_000;
 const IN_FLIGHT_PER_PROCESS = 4;
 const ROUTE = '/public/v1/email/contacts/bulk-upsert';
 
-type Run = { processes: number; perSecond: number; apiCpu: number; pgCpu?: number; machineBusy?: number; seconds: number };
+type Run = { processes: number; perSecond: number; apiCpu?: number; pgCpu?: number; machineBusy?: number; seconds: number };
 
 function body(run: number, batch: number): string {
   const contacts = Array.from({ length: BATCH }, (_, j) => {
@@ -71,7 +71,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     const texts = Array.from({ length: batches }, (_, b) => body(processes, b));
     await sql`CHECKPOINT`.execute(database.db);
 
-    const cpu0 = { apps: await Promise.all(apps.map((a) => a.cpuUsage())), pg: postmaster && postgresCpuSeconds(postmaster), machine: machineCpu()?.busy };
+    const spent = cpuMeter(apps.map((a) => a.pid), postmaster);
     opts.log(`api-scale: ${processes} API process(es): ${batches} requests of ${BATCH} new contacts, ${IN_FLIGHT_PER_PROCESS * processes} in flight`);
     const started = performance.now();
     let next = 0;
@@ -83,22 +83,15 @@ export async function run(opts: BenchOptions): Promise<void> {
       }),
     );
     const seconds = (performance.now() - started) / 1000;
-    const cpu1 = { apps: await Promise.all(apps.map((a) => a.cpuUsage())), pg: postmaster && postgresCpuSeconds(postmaster), machine: machineCpu()?.busy };
+    const used = spent();
     const { rows: count } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM contacts WHERE team_id = ${team.id}`.execute(database.db);
     const expected = batches * BATCH + processes * BATCH;
     if (count[0]!.n !== expected) throw new Error(`${count[0]!.n} contacts stored, ${expected} sent`);
     await closeClients();
     await Promise.all(apps.map((a) => a.stop()));
     await database.drop();
-    const apiCpu = apps.reduce((s, _, i) => s + (cpu1.apps[i]!.user + cpu1.apps[i]!.system - cpu0.apps[i]!.user - cpu0.apps[i]!.system) / 1e6, 0);
-    return {
-      processes,
-      seconds,
-      perSecond: (batches * BATCH) / seconds,
-      apiCpu,
-      pgCpu: cpu0.pg !== undefined && cpu1.pg !== undefined ? cpu1.pg - cpu0.pg : undefined,
-      machineBusy: cpu0.machine !== undefined && cpu1.machine !== undefined ? cpu1.machine - cpu0.machine : undefined,
-    };
+    const apiCpu = used.processes.some((x) => x === undefined) ? undefined : used.processes.reduce<number>((a, x) => a + x!, 0);
+    return { processes, seconds, perSecond: (batches * BATCH) / seconds, apiCpu, pgCpu: used.postgres, machineBusy: used.machine };
   };
 
   const one = await measure(1);

@@ -28,7 +28,7 @@ import { createUser } from '../src/dashboard/users.ts';
 import { TrackingLinks } from '../src/lib/tracking-links.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import type { AttackData, AttackStats } from './lib/attack.ts';
-import { machineCpu, processCpuSeconds } from './lib/cpu.ts';
+import { cpuMeter } from './lib/cpu.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
 import { CAPTURE_BOMB, CLASS_IDS, CLASS_LABELS, LINK_LOOP, RANGE_BOMB, type ClassId } from './lib/hostile.ts';
 import { fmt, round, table } from './lib/report.ts';
@@ -183,19 +183,15 @@ export async function run(opts: BenchOptions): Promise<void> {
   // after more attack (the read waits up to 60 s).
   const phase = async (tag: string, seconds: number, atEnd?: () => Promise<unknown>, attackPid?: number): Promise<PhaseResult> => {
     await service.resetLoopDelay();
-    const cpu0 = { service: processCpuSeconds(service.pid), attack: attackPid ? processCpuSeconds(attackPid) : undefined, machine: machineCpu()?.busy };
+    const spent = cpuMeter(attackPid ? [service.pid, attackPid] : [service.pid]);
     const benchLoop = monitorEventLoopDelay({ resolution: 10 });
     benchLoop.enable();
     let rssMax = 0;
     const sampler = setInterval(() => (rssMax = Math.max(rssMax, service.rssMiB() || 0)), 200);
     const victim = await victimPhase({ origin: service.origin, key: keyB, seconds, pingRate, sendRate: SEND_RATE, tag });
     clearInterval(sampler);
-    const diff = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : a - b);
-    const cpu = {
-      service: diff(processCpuSeconds(service.pid), cpu0.service),
-      attack: attackPid ? diff(processCpuSeconds(attackPid), cpu0.attack) : undefined,
-      machine: diff(machineCpu()?.busy, cpu0.machine),
-    };
+    const used = spent();
+    const cpu = { service: used.processes[0], attack: used.processes[1], machine: used.machine };
     rssMax = Math.max(rssMax, service.rssMiB() || 0);
     benchLoop.disable();
     await atEnd?.();

@@ -63,6 +63,32 @@ export function processCpuSeconds(pid: number): number | undefined {
   return s ? (Number(s.fields[11]) + Number(s.fields[12])) / TICKS : undefined;
 }
 
+export type CpuSpent = { processes: (number | undefined)[]; postgres?: number; machine?: number };
+
+/**
+ * Starts measuring and returns a reading of the CPU seconds spent since: by
+ * each process in `pids` (all its threads), by PostgreSQL's processes when
+ * `postmaster` is given, and by the machine (busy). Undefined where /proc has
+ * no answer (a process gone, not Linux).
+ */
+export function cpuMeter(pids: number[], postmaster?: number): () => CpuSpent {
+  const read = (): CpuSpent => ({
+    processes: pids.map(processCpuSeconds),
+    postgres: postmaster === undefined ? undefined : postgresCpuSeconds(postmaster),
+    machine: machineCpu()?.busy,
+  });
+  const diff = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? undefined : a - b);
+  const start = read();
+  return () => {
+    const now = read();
+    return {
+      processes: now.processes.map((x, i) => diff(x, start.processes[i])),
+      postgres: diff(now.postgres, start.postgres),
+      machine: diff(now.machine, start.machine),
+    };
+  };
+}
+
 export type MachineCpu = { busy: number; total: number };
 
 /** Machine-wide CPU seconds (all cores) so far from /proc/stat: busy (not idle or iowait) and total. */
