@@ -369,9 +369,19 @@ export async function markUnsubscribed(
   for (let attempt = 1; todo.length > 0; attempt++) {
     const { rows } = await tx.executeQuery<Row>(CompiledQuery.raw(UNSUBSCRIBE_SQL, [teamId, todo, reason]));
     const seen = new Set<string>();
-    for (const r of rows) {
+    for (const r of rows) if (r.outcome === 'changed') {
       seen.add(r.email);
-      if (r.outcome === 'changed') changed.push(r);
+      changed.push(r);
+    }
+    // Found but not changed (already unsubscribed, or deleted by a concurrent
+    // erasure whose lock the UPDATE waited for: the statement's snapshot still
+    // saw the row). Only those still there are done; an erased one goes round
+    // again and is recorded as a new unsubscribed contact.
+    const found = rows.filter((r) => r.outcome === 'pre' && !seen.has(r.email)).map((r) => r.email);
+    if (found.length > 0) {
+      const { rows: still } = await sql<{ email: string }>`
+        SELECT email FROM contacts WHERE team_id = ${teamId}::uuid AND email = ANY(${found}::text[])`.execute(tx);
+      for (const r of still) seen.add(r.email);
     }
     todo = todo.filter((e) => !seen.has(e));
     if (todo.length > 0 && attempt >= 3) throw new Error('unsubscribe kept racing with concurrent writers');
