@@ -9,7 +9,7 @@
 //      at template create, and a campaign that sends the loop to the worker
 //   c  Liquid: capture blow-up and a (1..100000000) range at template create,
 //      and the dashboard preview of such stored templates
-//   d  a 1 MiB template (Liquid parse cost)
+//   d  a 1 MiB template and the costliest one under the Liquid parts cap (parse cost)
 //   e  500 KB of nested markup and 100,000-deep nesting (html-to-text at create)
 //   f  tags: 100,000 in one upsert, 1,000 duplicates × 100 tags in a bulk
 //      upsert, and one contact's tags growing by 100 per upsert
@@ -22,7 +22,7 @@ export const CLASS_LABELS: Record<ClassId, string> = {
   a: 'unauthenticated 10 MB bodies',
   b: 'link-rewriting bombs (create, send)',
   c: 'Liquid capture/range (create, preview)',
-  d: '1 MiB template',
+  d: '1 MiB template, parts cap',
   e: 'html-to-text: 500 KB nested, 100k deep',
   f: 'tags: 100k, 1,000 dups x 100',
   g: 'tracking replay',
@@ -127,9 +127,16 @@ export function variantsOf(id: Exclude<ClassId, 'h'>, ctx: AttackContext): Varia
         })),
       ];
     case 'd': {
+      // The issue's 1 MiB of Liquid (refused by the cap of 50,000 Liquid parts
+      // before it is parsed), and the costliest template under that cap: the
+      // shape whose tree holds the most heap per part.
       const unit = '<p>{{ contact.first_name }}</p>\n';
       const content = unit.repeat(Math.floor((1024 * 1024) / unit.length));
-      return [{ name: 'create: 1 MiB of Liquid', method: 'POST', path: api('/email/templates'), headers: JSON_TYPE, body: template('big', content) }];
+      const atCap = `{% liquid\n${'echo a\n'.repeat(24_990)}%}`;
+      return [
+        { name: 'create: 1 MiB of Liquid', method: 'POST', path: api('/email/templates'), headers: JSON_TYPE, body: template('big', content) },
+        { name: 'create: Liquid at the parts cap', method: 'POST', path: api('/email/templates'), headers: JSON_TYPE, body: template('at cap', atCap) },
+      ];
     }
     case 'e': {
       const block = '<table><tr><td><div><p><b>'.repeat(40) + 'x';

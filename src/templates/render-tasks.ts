@@ -14,7 +14,7 @@ import { rewriteHtml } from './html-links.ts';
 import { escapeHtml } from '../lib/text.ts';
 import type { ErrorDetail } from '../lib/errors.ts';
 import type { RenderLimits } from '../lib/render-limits.ts';
-import { describeLiquidError, limitErrorOf, parseCount, parseTemplate, renderParsed, threadCpuMs } from './render.ts';
+import { describeLiquidError, limitErrorOf, parseCount, parseCounted, parseTemplate, renderParsed, threadCpuMs } from './render.ts';
 import { htmlToText } from './html-text.ts';
 import type { Template } from 'liquidjs';
 
@@ -23,14 +23,20 @@ export type TemplateField = 'subject' | 'content' | 'alt_content';
 // ---- Compiled-template cache -------------------------------------------------
 
 /**
- * Cached sources at most, in characters per thread: eight 1 MiB templates, or
- * hundreds of typical ones. Sources and their parsed form must fit beside the
- * largest task in the thread's heap (pool.ts, DEFAULT_POOL_HEAP_MIB).
+ * What the cache holds at most per thread. Sources and their parsed form must
+ * fit beside the largest task in the thread's heap (pool.ts,
+ * DEFAULT_POOL_HEAP_MIB). A parsed tree costs 200-450 bytes per Liquid part
+ * (render-limits.ts, LIQUID_MAX_PARTS), far more than its source's characters,
+ * so the parts bound it: 100,000 parts, about 40 MiB at worst (two templates
+ * at the parts cap), or hundreds of typical templates (tens to hundreds of
+ * parts each). Characters bound the sources: eight 1 MiB templates of plain markup.
  */
 const CACHE_MAX_CHARS = 8 * 1024 * 1024;
+const CACHE_MAX_PARTS = 100_000;
 const CACHE_MAX_ENTRIES = 2_000;
-const cache = new Map<string, { source: string; templates: Template[] }>();
+const cache = new Map<string, { source: string; templates: Template[]; parts: number }>();
 let cachedChars = 0;
+let cachedParts = 0;
 
 function compiled(key: string | undefined, source: string): Template[] {
   if (key === undefined) return parseTemplate(source);
@@ -40,24 +46,27 @@ function compiled(key: string | undefined, source: string): Template[] {
     cache.set(key, hit);
     return hit.templates;
   }
-  const templates = parseTemplate(source);
+  const { templates, parts } = parseCounted(source);
   if (hit) {
     cache.delete(key);
     cachedChars -= hit.source.length;
+    cachedParts -= hit.parts;
   }
-  cache.set(key, { source, templates });
+  cache.set(key, { source, templates, parts });
   cachedChars += source.length;
+  cachedParts += parts;
   for (const [k, v] of cache) {
-    if (cachedChars <= CACHE_MAX_CHARS && cache.size <= CACHE_MAX_ENTRIES) break;
+    if (cachedChars <= CACHE_MAX_CHARS && cachedParts <= CACHE_MAX_PARTS && cache.size <= CACHE_MAX_ENTRIES) break;
     cache.delete(k);
     cachedChars -= v.source.length;
+    cachedParts -= v.parts;
   }
   return templates;
 }
 
 /** This thread's parse count and cache size (tests of the cache). */
-export function renderStats(): { parses: number; cached: number } {
-  return { parses: parseCount(), cached: cache.size };
+export function renderStats(): { parses: number; cached: number; cachedParts: number } {
+  return { parses: parseCount(), cached: cache.size, cachedParts };
 }
 
 // ---- Variables ---------------------------------------------------------------

@@ -29,7 +29,7 @@ import {
   type Template,
   type TopLevelToken,
 } from 'liquidjs';
-import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from '../lib/render-limits.ts';
+import { DEFAULT_RENDER_LIMITS, LIQUID_MAX_NESTING, LIQUID_MAX_PARTS, LIQUID_MEMORY_UNITS, TEMPLATE_MAX_CHARS, type RenderLimits } from '../lib/render-limits.ts';
 
 // Tags that read other templates from a file system. A team's template must not
 // reach files on the server (`{% include "/etc/passwd" %}`), so they are refused
@@ -243,10 +243,64 @@ class LinearParser extends Parser {
 
 const BLOCK_TAGS = new Set(['if', 'unless', 'for', 'case', 'capture', 'tablerow', 'comment', 'raw', 'block']);
 
-/** One pass over the tokens: blocks nested deeper than the cap are refused before the (recursive) parser sees them. */
-function checkNesting(tokens: TopLevelToken[]): void {
+/** Occurrences of `{{` and `{%` (each tag or output starts with one): bounds the top-level token list before it is built. */
+function countMarkupStarts(text: string): number {
+  let n = 0;
+  for (let at = text.indexOf('{'); at !== -1 && at < text.length - 1; at = text.indexOf('{', at + 1)) {
+    const next = text.charCodeAt(at + 1);
+    if (next === 0x7b || next === 0x25) n++; // '{', '%'
+  }
+  return n;
+}
+
+const isSpace = (c: number) => c === 0x20 || (c >= 0x09 && c <= 0x0d);
+const isWordChar = (c: number) =>
+  (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x5f || c === 0x2e || c === 0x2d || c === 0x3f || c > 0x7f;
+
+/**
+ * The parts of one tag's or output's markup: each run of name characters, each
+ * quoted string and each other mark (`|`, `:`, `,`, `(`, `=`, ...) is one. It
+ * is an upper bound of the expression tokens liquidjs builds from it.
+ */
+function countParts(markup: string, begin: number, end: number): number {
+  let n = 0;
+  for (let i = begin; i < end; ) {
+    const c = markup.charCodeAt(i);
+    if (isSpace(c)) {
+      i++;
+    } else if (c === 0x22 || c === 0x27) {
+      // A quoted string, backslash escapes as liquidjs reads them.
+      let j = i + 1;
+      while (j < end && markup.charCodeAt(j) !== c) j += markup.charCodeAt(j) === 0x5c ? 2 : 1;
+      i = j + 1;
+      n++;
+    } else if (isWordChar(c)) {
+      while (i < end && isWordChar(markup.charCodeAt(i))) i++;
+      n++;
+    } else {
+      i++;
+      n++;
+    }
+  }
+  return n;
+}
+
+const tooManyParts = () =>
+  new TemplateLimitError(`has more than ${LIQUID_MAX_PARTS} Liquid parts (tags, outputs, and the names, values, filters and operators in them)`);
+
+/**
+ * One pass over the tokens: more Liquid parts than LIQUID_MAX_PARTS, or blocks
+ * nested deeper than the cap, are refused before the (recursive) parser builds
+ * its tree.
+ */
+function checkTokens(tokens: TopLevelToken[]): number {
   const open: string[] = [];
+  let parts = 0;
   for (const token of tokens) {
+    if (TypeGuards.isOutputToken(token) || TypeGuards.isTagToken(token)) {
+      parts += 1 + countParts(token.input, ...token.contentRange);
+      if (parts > LIQUID_MAX_PARTS) throw tooManyParts();
+    }
     if (!TypeGuards.isTagToken(token)) continue;
     const name = token.name;
     if (BLOCK_TAGS.has(name)) {
@@ -259,6 +313,7 @@ function checkNesting(tokens: TopLevelToken[]): void {
       if (at !== -1) open.length = at;
     }
   }
+  return parts;
 }
 
 let parses = 0;
@@ -267,12 +322,18 @@ export const parseCount = () => parses;
 
 /** Parses one template with every parse-time cap; throws LiquidError (syntax) or TemplateLimitError. */
 export function parseTemplate(text: string): Template[] {
+  return parseCounted(text).templates;
+}
+
+/** parseTemplate, with the template's Liquid parts (what its tree costs: the compiled-template cache weighs entries by it). */
+export function parseCounted(text: string): { templates: Template[]; parts: number } {
   if (text.length > TEMPLATE_MAX_CHARS) throw new TemplateLimitError(`is longer than ${TEMPLATE_MAX_CHARS} characters`);
+  if (countMarkupStarts(text) > LIQUID_MAX_PARTS) throw tooManyParts();
   parses++;
   const o = liquid.options;
   const tokens = new Tokenizer(text, o.operators, undefined, undefined, o.groupedExpressions).readTopLevelTokens(o);
-  checkNesting(tokens);
-  return new LinearParser(liquid).parseTokens(tokens);
+  const parts = checkTokens(tokens);
+  return { templates: new LinearParser(liquid).parseTokens(tokens), parts };
 }
 
 /**

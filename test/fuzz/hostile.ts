@@ -37,6 +37,8 @@ function build() {
       contacts: Array.from({ length: 1_000 }, (_, i) => ({ email: 'dup@hostile.test', tags: Array.from({ length: 100 }, (_, j) => `d${i}-${j}`) })),
     }),
     bigTemplate: '<p>{{ contact.first_name }}</p>\n'.repeat(Math.floor((1024 * 1024) / 32)),
+    // Just under the cap of 50,000 Liquid parts, in the shape whose tree costs the most per part.
+    capTemplate: `{% liquid\n${'echo a\n'.repeat(24_990)}%}`,
     linkBomb: '<a '.repeat(100_000),
     deepHtml: '<div>'.repeat(100_000),
     nestedHtml: ('<table><tr><td><div><p><b>'.repeat(40) + 'x').repeat(470),
@@ -68,9 +70,9 @@ const liquidBomb: fc.Arbitrary<[string, string]> = fc.oneof(
   fc.integer({ min: 10_000, max: 100_000 }).map((n): [string, string] => ['loop of <a', `{% for i in (1..${n}) %}<a {% endfor %}`]),
   fc.integer({ min: 100, max: 20_000 }).map((d): [string, string] => ['deep if', `${'{% if true %}'.repeat(d)}x${'{% endif %}'.repeat(d)}`]),
   fc.constantFrom<[string, string]>(['<a > x 100,000', '']).map(([n]): [string, string] => [n, bodies().linkBomb]),
-  fc.constantFrom<[string, string]>(['1 MiB of Liquid', ''], ['100,000-deep <div>', ''], ['500 KB nested markup', '']).map(([n]): [string, string] => [
+  fc.constantFrom<[string, string]>(['1 MiB of Liquid', ''], ['Liquid at the parts cap', ''], ['100,000-deep <div>', ''], ['500 KB nested markup', '']).map(([n]): [string, string] => [
     n,
-    n.startsWith('1 MiB') ? bodies().bigTemplate : n.startsWith('100,000') ? bodies().deepHtml : bodies().nestedHtml,
+    n.startsWith('1 MiB') ? bodies().bigTemplate : n.startsWith('Liquid at') ? bodies().capTemplate : n.startsWith('100,000') ? bodies().deepHtml : bodies().nestedHtml,
   ]),
 );
 

@@ -12,8 +12,7 @@ describe('templates: render caps at create', () => {
   let key: string;
   let teamId: string;
   before(async () => {
-    // A short parse budget, so the time cap can be shown with a template that is merely slow.
-    t = await buildTestApp({ config: { render: { ...DEFAULT_RENDER_LIMITS, parseBudgetMs: 100 } } });
+    t = await buildTestApp();
     ({ key, teamId } = await makeTeam(t.database.db));
     // The pool's first thread boots before the timed requests: a boot at the
     // threads' low priority took seconds on a loaded CI machine, and is not
@@ -46,11 +45,10 @@ describe('templates: render caps at create', () => {
     ['a huge range in alt_content', { content: '<p>x</p>', alt_content: '{% assign r = (1..100000000) %}' }, 'alt_content', /builds more than/],
     ['nested loops', { content: '{% for i in (1..1000) %}{% for j in (1..1000) %}{% endfor %}{% endfor %}' }, 'content', /loop iterations/],
     ['deep nesting', { content: '{% if a %}'.repeat(5000) + '{% endif %}'.repeat(5000) }, 'content', /nested more than 100 deep/],
-    // The thread measures its parse as its own CPU time (100 ms here; 140,000
-    // tags take 200-300 ms of CPU); on a machine loaded past its cores the
-    // pool's wall-clock backstop (budgets + queue allowance) can end the task
-    // first. Either way the template is refused naming its field.
-    ['a parse over its time budget (100 ms here)', { content: '{{ x }}'.repeat(140_000) }, 'content', /ms to parse; at most 100 ms|took longer than its render budget/],
+    // 1 MiB of outputs: 280,000 parts, a 101 MiB tree; refused before it is parsed.
+    ['1 MiB of Liquid outputs', { content: '{{ x }}'.repeat(140_000) }, 'content', /more than 50000 Liquid parts/],
+    ['one output of 100,000 filters', { content: `{{ x${' | upcase'.repeat(100_000)} }}` }, 'content', /more than 50000 Liquid parts/],
+    ['1 MiB of Liquid in alt_content', { content: '<p>x</p>', alt_content: '{% liquid\n' + 'echo a\n'.repeat(140_000) + '%}' }, 'alt_content', /more than 50000 Liquid parts/],
   ];
   for (const [name, body, field, message] of overCap) {
     test(`${name}: 422 naming ${field}, nothing written`, async () => {
@@ -70,6 +68,30 @@ describe('templates: render caps at create', () => {
       assert.equal(await count(), before);
     });
   }
+
+  test('a parse over its time budget: 422 naming content', async () => {
+    // 25,000 outputs (50,000 parts, the most allowed) take 60-80 ms of CPU to
+    // parse; the budget here is 20 ms. The thread measures its parse as its own
+    // CPU time; on a machine loaded past its cores the pool's wall-clock
+    // backstop can end the task first. Either way the template is refused naming its field.
+    const d = await buildTestApp({ database: t.database, config: { render: { ...DEFAULT_RENDER_LIMITS, parseBudgetMs: 20 } } });
+    after(() => d.app.close());
+    const res = await d.app.inject({
+      method: 'POST',
+      url: '/public/v1/email/templates',
+      headers: { 'x-api-key': key },
+      payload: { name: 'slow parse', content_type: 'html', content: '{{ x }}'.repeat(25_000) },
+    });
+    assert.equal(res.statusCode, 422, res.body.slice(0, 500));
+    const [detail] = res.json().error.details;
+    assert.equal(detail.field, 'content');
+    assert.match(detail.message, /ms to parse; at most 20 ms|took longer than its render budget/);
+  });
+
+  test('a template at the parts cap is accepted', async () => {
+    const res = await create({ content: '{{ x }}'.repeat(25_000) });
+    assert.equal(res.statusCode, 201, res.body.slice(0, 500));
+  });
 
   test('a render over its time budget: 422 naming content', async () => {
     // A loop cap high enough that time runs out first (200 ms here).
@@ -102,7 +124,7 @@ describe('templates: render caps at create', () => {
         payload: { name: 'n', content_type: 'html', ...body },
       });
     const hostile = { content: '{% capture a %}0123456789abcdef{% endcapture %}' + '{% capture a %}{{ a }}{{ a }}{% endcapture %}'.repeat(30) };
-    const big = { content: '{{ x }}'.repeat(70_000) }; // 490 KB of tags: seconds of parsing before the fix, now in the pool
+    const big = { content: '{{ x }}'.repeat(25_000) }; // 50,000 parts, the most allowed: 175 KB of tags, parsed in the pool
     const h = monitorEventLoopDelay({ resolution: 10 });
     h.enable();
     for (let i = 0; i < 4; i++) {

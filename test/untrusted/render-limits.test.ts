@@ -135,17 +135,41 @@ describe('rendering: linear HTML processing', () => {
 });
 
 describe('rendering: Liquid caps', () => {
-  test('parsing is linear (1 MiB of tags took 17 s); a 1 MiB template parses well within its budget', () => {
-    const outputs = growth((n) => '{{ x }}'.repeat(n), parseTemplate, 35_000, 4);
+  test('parsing is linear up to the parts cap (1 MiB of tags took 17 s); the largest template parses well within its budget', () => {
+    // 4n is just under the cap of 50,000 parts in each shape.
+    const outputs = growth((n) => '{{ x }}'.repeat(n), parseTemplate, 6_000, 4);
     assert.ok(outputs.ratio < 8, `outputs: ${outputs.ratio.toFixed(2)}× (${outputs.t1.toFixed(1)} → ${outputs.t2.toFixed(1)} ms)`);
-    const ifs = growth((n) => '{% if a %}x{% endif %}'.repeat(n), parseTemplate, 11_000, 4);
+    const ifs = growth((n) => '{% if a %}x{% endif %}'.repeat(n), parseTemplate, 2_400, 4);
     assert.ok(ifs.ratio < 8, `ifs: ${ifs.ratio.toFixed(2)}×`);
-    const liquidTag = growth((n) => `{% liquid\n${'echo a\n'.repeat(n)}%}`, parseTemplate, 32_000, 4);
+    const liquidTag = growth((n) => `{% liquid\n${'echo a\n'.repeat(n)}%}`, parseTemplate, 6_000, 4);
     assert.ok(liquidTag.ratio < 8, `liquid tag: ${liquidTag.ratio.toFixed(2)}×`);
-    const mib = '{{ x }}'.repeat(Math.floor((1 << 20) / 7));
+    const largest = '{{ x }}'.repeat(25_000);
     const started = performance.now();
-    parseTemplate(mib);
-    assert.ok(performance.now() - started < DEFAULT_RENDER_LIMITS.parseBudgetMs * 2, `${performance.now() - started} ms`);
+    parseTemplate(largest);
+    assert.ok(performance.now() - started < DEFAULT_RENDER_LIMITS.parseBudgetMs, `${performance.now() - started} ms`);
+  });
+
+  test('more Liquid parts than the cap are refused before the tree is built, in linear time', () => {
+    const shapes = {
+      outputs: '{{ x }}'.repeat(Math.floor((1 << 20) / 7)),
+      filters: `{{ x${'|upcase'.repeat(140_000)} }}`,
+      'filter arguments': `{{ x | append: a${',a'.repeat(500_000)} }}`,
+      operators: `{% if a${' or a'.repeat(200_000)} %}y{% endif %}`,
+      'liquid tag lines': `{% liquid\n${'echo a\n'.repeat(140_000)}%}`,
+      // The output's quoted "}}" does not end it (liquidjs reads quotes in outputs): its filters count.
+      'quoted delimiters': `{{ "}}"${' | upcase'.repeat(60_000)} }}`,
+    };
+    for (const [name, text] of Object.entries(shapes)) {
+      const heap = process.memoryUsage().heapUsed;
+      const started = cpuMs();
+      assert.throws(() => parseTemplate(text), /more than 50000 Liquid parts/, name);
+      const ms = cpuMs() - started;
+      // Parsed, the outputs took 350 ms and a 101 MiB tree; refused, milliseconds and the token list at most.
+      assert.ok(ms < 300, `${name}: ${ms.toFixed(0)} ms`);
+      assert.ok(process.memoryUsage().heapUsed - heap < 64 * 1024 * 1024, `${name}: ${((process.memoryUsage().heapUsed - heap) / 1048576).toFixed(0)} MiB`);
+    }
+    // Just under the cap, each shape parses.
+    for (const text of ['{{ x }}'.repeat(25_000), `{{ x${'|upcase'.repeat(24_990)} }}`, `{% liquid\n${'echo a\n'.repeat(24_990)}%}`]) parseTemplate(text);
   });
 
   test('a doubling capture is stopped at the output cap (was 167 million characters, 503 MB)', async () => {
@@ -205,5 +229,17 @@ describe('rendering: Liquid caps', () => {
     assert.ok(v2.html.startsWith('<p>v3</p>'));
     // Changed content under the old key: content again (1); the new key: subject and content (2).
     assert.equal((await pool.run<{ parses: number }>('renderStats', null)).parses - afterSame.parses, 3);
+  });
+
+  test('the cache is bounded by Liquid parts, not only characters: three templates of 40,000 parts keep two', async () => {
+    // 140 KB each, far under the 8 Mi characters bound, but 16 MiB of tree each.
+    for (let i = 0; i < 3; i++) {
+      const template = { key: `heavy-${i}@2026-01-01T00:00:00Z`, subject: 'x', content: `<p>${i}</p>${'{{ x }}'.repeat(20_000)}`, alt_content: '' };
+      const m = await renderMessage(message('', { template }), { pool });
+      assert.ok(m.html.startsWith(`<p>${i}</p>`));
+    }
+    const stats = await pool.run<{ cachedParts: number }>('renderStats', null);
+    assert.ok(stats.cachedParts <= 100_000, `${stats.cachedParts} parts cached`);
+    assert.ok(stats.cachedParts >= 80_000, `${stats.cachedParts} parts cached: the two latest stay`);
   });
 });
