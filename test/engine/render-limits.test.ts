@@ -60,4 +60,19 @@ describe('sending: render caps fail one message, the campaign goes on', () => {
       assert.deepEqual(decisions.map((d: { send_status: string; email_send_log_id: string }) => [d.send_status, d.email_send_log_id]), [['failed', bad.id]]);
     });
   }
+
+  test('a template stored before the Liquid parts cap and over it: its messages fail with the reason, nothing is sent', async () => {
+    const s = await setup(t, sink.port, { content: '<p>Hi {{ contact.first_name }}</p>' });
+    // Written as an older version could have stored it: create refuses it now.
+    const over = '<p>{{ contact.first_name }}</p>'.repeat(30_000); // 60,000 parts, 930 KB
+    await t.database.db.updateTable('templates').set({ content: over, updated_at: new Date() }).where('id', '=', s.templateId).execute();
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    const before = sink.messages.length;
+    assert.equal((await s.a.post('/email/contacts/upsert', { email: 'over@example.com', first_name: 'Ada' })).statusCode, 200);
+    await drain(t);
+    const [row] = await sendLog(t, s.teamId);
+    assert.equal(row!.status, 'failed');
+    assert.match(row!.last_error!, /template did not render: content: template has more than 50000 Liquid parts/);
+    assert.equal(sink.messages.length, before);
+  });
 });
