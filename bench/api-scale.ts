@@ -14,6 +14,7 @@ import { Pool as HttpPool } from 'undici';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { cpuMeter, localPostmaster } from './lib/cpu.ts';
 import { fmt, round, table } from './lib/report.ts';
+import { GOAL_RSS_MIB, mibs, rssMaxMeter } from './lib/rss.ts';
 import { startServer, type ServerProcess } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
 import type { AppServerParams } from './servers/app.ts';
@@ -22,7 +23,7 @@ const BATCH = 1_000;
 const IN_FLIGHT_PER_PROCESS = 4;
 const ROUTE = '/public/v1/email/contacts/bulk-upsert';
 
-type Run = { processes: number; perSecond: number; apiCpu?: number; pgCpu?: number; machineBusy?: number; seconds: number };
+type Run = { processes: number; perSecond: number; apiCpu?: number; pgCpu?: number; machineBusy?: number; seconds: number; rssMax: number[] };
 
 function body(run: number, batch: number): string {
   const contacts = Array.from({ length: BATCH }, (_, j) => {
@@ -72,6 +73,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     await sql`CHECKPOINT`.execute(database.db);
 
     const spent = cpuMeter(apps.map((a) => a.pid), postmaster);
+    const rss = rssMaxMeter(apps.map((a) => a.pid));
     opts.log(`api-scale: ${processes} API process(es): ${batches} requests of ${BATCH} new contacts, ${IN_FLIGHT_PER_PROCESS * processes} in flight`);
     const started = performance.now();
     let next = 0;
@@ -84,6 +86,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     );
     const seconds = (performance.now() - started) / 1000;
     const used = spent();
+    const rssMax = rss();
     const { rows: count } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM contacts WHERE team_id = ${team.id}`.execute(database.db);
     const expected = batches * BATCH + processes * BATCH;
     if (count[0]!.n !== expected) throw new Error(`${count[0]!.n} contacts stored, ${expected} sent`);
@@ -91,7 +94,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     await Promise.all(apps.map((a) => a.stop()));
     await database.drop();
     const apiCpu = used.processes.some((x) => x === undefined) ? undefined : used.processes.reduce<number>((a, x) => a + x!, 0);
-    return { processes, seconds, perSecond: (batches * BATCH) / seconds, apiCpu, pgCpu: used.postgres, machineBusy: used.machine };
+    return { processes, seconds, perSecond: (batches * BATCH) / seconds, apiCpu, pgCpu: used.postgres, machineBusy: used.machine, rssMax };
   };
 
   const one = await measure(1);
@@ -100,13 +103,15 @@ export async function run(opts: BenchOptions): Promise<void> {
   console.log(`\napi-scale: ${batches * BATCH} new contacts through POST ${ROUTE}, ${BATCH} a request, ${IN_FLIGHT_PER_PROCESS} in flight per API process`);
   console.log(
     table(
-      ['API processes', 'contacts/s', 'ratio', 'seconds', 'CPU s: API', 'CPU s: PostgreSQL', 'CPU s: machine busy'],
+      ['API processes', 'contacts/s', 'ratio', 'seconds', 'CPU s: API', 'CPU s: PostgreSQL', 'CPU s: machine busy', 'RSS max MiB per API'],
       [one, two].map((r) => [
         r === one ? '1 (baseline)' : '2', fmt(r.perSecond, 0), fmt(round(r.perSecond / one.perSecond, 2), 2), fmt(r.seconds, 1),
-        share(r.apiCpu, r), share(r.pgCpu, r), share(r.machineBusy, r),
+        share(r.apiCpu, r), share(r.pgCpu, r), share(r.machineBusy, r), mibs(r.rssMax),
       ]),
-      ['left', 'right', 'right', 'right', 'right', 'right', 'right'],
+      ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
     ),
   );
+  const worst = Math.max(...one.rssMax, ...two.rssMax);
+  console.log(`goal: API RSS < ${GOAL_RSS_MIB} MiB under load: ${worst < GOAL_RSS_MIB ? 'met' : 'MISSED'} (${fmt(worst, 0)} MiB)`);
   console.log(JSON.stringify({ bench: 'api-scale', contacts: batches * BATCH, one, two, ratio: round(two.perSecond / one.perSecond, 3) }));
 }

@@ -20,6 +20,7 @@ import { createTeam } from '../src/teams/queries.ts';
 import { enqueueDeliveries } from '../src/webhooks/deliveries.ts';
 import { createWebhook, openSecret, webhookSecretBox } from '../src/webhooks/queries.ts';
 import { fmt, round, table } from './lib/report.ts';
+import { GOAL_RSS_MIB, mibs, rssMaxMeter } from './lib/rss.ts';
 import { startServer } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
 import type { ReceiverParams } from './servers/receiver.ts';
@@ -30,7 +31,7 @@ const root = join(import.meta.dirname, '..');
 export async function run(opts: BenchOptions): Promise<void> {
   const pgServer = await opts.postgres();
 
-  const measure = async (workers: number): Promise<{ perSecond: number; count: number; unique: number }> => {
+  const measure = async (workers: number): Promise<{ perSecond: number; count: number; unique: number; rssMax: number[] }> => {
     // A fresh database per run: the same empty queue and table for both.
     const database = await pgServer.createDatabase();
     opts.defer(() => database.drop());
@@ -71,6 +72,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     }
     await new Promise((r) => setTimeout(r, 500)); // LISTEN set up after the heartbeat
     opts.log(`${workers} worker(s): queueing ${N} deliveries`);
+    const rss = rssMaxMeter(children.map((c) => c.pid!));
     const started = performance.now();
     await enqueueDeliveries(db, events); // one transaction, one NOTIFY
     for (const deadline = Date.now() + 300_000; ;) {
@@ -85,13 +87,14 @@ export async function run(opts: BenchOptions): Promise<void> {
       await new Promise((r) => setTimeout(r, 20));
     }
     const ms = performance.now() - started;
+    const rssMax = rss();
     kill();
     await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : Promise.resolve())));
     const s = await stats();
     await receiver.stop();
     await database.drop();
     if (s.bad > 0) throw new Error(`the receiver refused ${s.bad} signatures`);
-    return { perSecond: N / (ms / 1000), count: s.count, unique: s.unique };
+    return { perSecond: N / (ms / 1000), count: s.count, unique: s.unique, rssMax };
   };
 
   const one = await measure(1);
@@ -99,13 +102,15 @@ export async function run(opts: BenchOptions): Promise<void> {
   console.log(`\nwebhooks-scale: ${N} queued deliveries, WEBHOOK_CONCURRENCY ${loadConfig({ ...process.env, DATABASE_URL: undefined, APP_SECRET: undefined }).webhookConcurrency} per worker`);
   console.log(
     table(
-      ['worker processes', 'deliveries/s', 'ratio', 'requests', 'envelopes'],
+      ['worker processes', 'deliveries/s', 'ratio', 'requests', 'envelopes', 'RSS max MiB per worker'],
       [
-        ['1 (baseline)', fmt(one.perSecond, 0), '1.00', String(one.count), String(one.unique)],
-        ['2', fmt(two.perSecond, 0), fmt(round(two.perSecond / one.perSecond, 2), 2), String(two.count), String(two.unique)],
+        ['1 (baseline)', fmt(one.perSecond, 0), '1.00', String(one.count), String(one.unique), mibs(one.rssMax)],
+        ['2', fmt(two.perSecond, 0), fmt(round(two.perSecond / one.perSecond, 2), 2), String(two.count), String(two.unique), mibs(two.rssMax)],
       ],
-      ['left', 'right', 'right', 'right', 'right'],
+      ['left', 'right', 'right', 'right', 'right', 'right'],
     ),
   );
   if (one.count !== N || two.count !== N) console.log('warning: some envelope was delivered more than once (or not at all)');
+  const worst = Math.max(...one.rssMax, ...two.rssMax);
+  console.log(`goal: worker RSS < ${GOAL_RSS_MIB} MiB under load: ${worst < GOAL_RSS_MIB ? 'met' : 'MISSED'} (${fmt(worst, 0)} MiB)`);
 }

@@ -4,7 +4,7 @@
 // its resident memory from /proc (the whole process, worker threads included),
 // its event-loop delay over IPC, and whether it died.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { vmRssMiB } from './rss.ts';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
@@ -51,14 +51,7 @@ export async function startService(env: Record<string, string>, log: (m: string)
   const service: Service = {
     pid: child.pid!,
     origin,
-    rssMiB() {
-      try {
-        const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-        return m ? Number(m[1]) / 1024 : NaN;
-      } catch {
-        return NaN;
-      }
-    },
+    rssMiB: () => vmRssMiB(child.pid!),
     loopDelay: () => ask<LoopDelay>('eld'),
     resetLoopDelay: async () => void (await ask('eld-reset')),
     async stop() {
