@@ -14,6 +14,7 @@ import { Pool as HttpPool } from 'undici';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { cpuMeter, localPostmaster } from './lib/cpu.ts';
 import { fmt, round, table } from './lib/report.ts';
+import { scriptNodeFlags } from './lib/node-flags.ts';
 import { GOAL_RSS_MIB, mibs, rssMaxMeter } from './lib/rss.ts';
 import { startServer, type ServerProcess } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -51,7 +52,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     const params: AppServerParams = { databaseUrl: database.url, appSecret: database.appSecret };
     const apps: ServerProcess[] = [];
     for (let i = 0; i < processes; i++) {
-      const app = await startServer('app', params, { log: opts.log });
+      // With `npm start`'s node flags: the API process as deployed.
+      const app = await startServer('app', params, { log: opts.log, execArgv: scriptNodeFlags('start') });
       opts.defer(() => app.stop());
       apps.push(app);
     }

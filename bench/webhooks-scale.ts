@@ -20,6 +20,7 @@ import { createTeam } from '../src/teams/queries.ts';
 import { enqueueDeliveries } from '../src/webhooks/deliveries.ts';
 import { createWebhook, openSecret, webhookSecretBox } from '../src/webhooks/queries.ts';
 import { fmt, round, table } from './lib/report.ts';
+import { scriptNodeFlags } from './lib/node-flags.ts';
 import { GOAL_RSS_MIB, mibs, rssMaxMeter } from './lib/rss.ts';
 import { startServer } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -61,7 +62,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     const kill = () => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL'));
     opts.defer(kill);
     for (let i = 0; i < workers; i++) {
-      children.push(spawn(process.execPath, ['src/worker.ts'], { cwd: root, env, stdio: ['ignore', 'ignore', 'inherit'] }));
+      children.push(spawn(process.execPath, [...scriptNodeFlags('worker'), 'src/worker.ts'], { cwd: root, env, stdio: ['ignore', 'ignore', 'inherit'] }));
     }
     // Idle and listening: each has written its heartbeat.
     for (;;) {

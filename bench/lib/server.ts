@@ -27,11 +27,11 @@ const SERVERS_DIR = join(import.meta.dirname, '..', 'servers');
 export async function startServer(
   name: string,
   params: Record<string, unknown>,
-  opts: { log?: (msg: string) => void; startTimeoutMs?: number } = {},
+  opts: { log?: (msg: string) => void; startTimeoutMs?: number; /** Node flags (default: this process's). */ execArgv?: string[] } = {},
 ): Promise<ServerProcess> {
   if (!/^[a-z0-9][a-z0-9-]*$/.test(name)) throw new Error(`bad server name "${name}"`);
   const log = opts.log ?? (() => {});
-  const child = spawn(process.execPath, [...process.execArgv, join(SERVERS_DIR, `${name}.ts`)], {
+  const child = spawn(process.execPath, [...(opts.execArgv ?? process.execArgv), join(SERVERS_DIR, `${name}.ts`)], {
     env: { ...process.env, [PARAMS_ENV]: JSON.stringify(params) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

@@ -4,6 +4,7 @@
 // its resident memory from /proc (the whole process, worker threads included),
 // its event-loop delay over IPC, and whether it died.
 import { spawn } from 'node:child_process';
+import { scriptNodeFlags } from './node-flags.ts';
 import { vmRssMiB } from './rss.ts';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -44,7 +45,7 @@ export async function startService(env: Record<string, string>, log: (m: string)
   // PUBLIC_URL on loopback: tracking links point here, and it marks a local trial.
   const childEnv: NodeJS.ProcessEnv = { ...process.env, PUBLIC_URL: origin, ...env, HOST: '127.0.0.1', PORT: String(port) };
   delete childEnv.REDIS_URL; // the bench measures one process; a shared limiter is not what it is about
-  const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MIB}`, join(import.meta.dirname, '..', 'servers', 'service.ts')], {
+  const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MIB}`, ...scriptNodeFlags('start'), join(import.meta.dirname, '..', 'servers', 'service.ts')], {
     env: childEnv,
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
