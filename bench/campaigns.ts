@@ -55,7 +55,8 @@ const WARMUP_EVENTS = 300;
 const INGEST_IN_FLIGHT = 8;
 const DOMAINS = ['g0.bench.test', 'g1.bench.test', 'g2.bench.test'];
 const GOAL_RATIO = 0.6;
-const GOAL_P99_MS = 1_000;
+// The performance issue's goal for event commit → SMTP at 200 events/s (the engine's first goal was 1 s).
+const GOAL_P99_MS = 500;
 const SMTP_POOL = 5; // as src/mail/send.ts: maxConnections per account
 
 const TEMPLATE = {
