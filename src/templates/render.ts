@@ -254,13 +254,16 @@ function countMarkupStarts(text: string): number {
 }
 
 const isSpace = (c: number) => c === 0x20 || (c >= 0x09 && c <= 0x0d);
+// Characters of one liquidjs identifier or number (`first_name`, `empty?`, `my-var`,
+// `42`). Not `.`: each step of a property chain is a token of its own
+// (`{{ x.a.a.a… }}`, one output, built 500,000 of them).
 const isWordChar = (c: number) =>
-  (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x5f || c === 0x2e || c === 0x2d || c === 0x3f || c > 0x7f;
+  (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || c === 0x5f || c === 0x2d || c === 0x3f || c > 0x7f;
 
 /**
  * The parts of one tag's or output's markup: each run of name characters, each
- * quoted string and each other mark (`|`, `:`, `,`, `(`, `=`, ...) is one. It
- * is an upper bound of the expression tokens liquidjs builds from it.
+ * quoted string and each other mark (`.`, `|`, `:`, `,`, `(`, `=`, ...) is one.
+ * It is an upper bound of the expression tokens liquidjs builds from it.
  */
 function countParts(markup: string, begin: number, end: number): number {
   let n = 0;

@@ -155,6 +155,8 @@ describe('rendering: Liquid caps', () => {
       filters: `{{ x${'|upcase'.repeat(140_000)} }}`,
       'filter arguments': `{{ x | append: a${',a'.repeat(500_000)} }}`,
       operators: `{% if a${' or a'.repeat(200_000)} %}y{% endif %}`,
+      // One output, one name run per step: each `.a` is a token (held 45 MiB when `.` did not count).
+      'a property chain': `{{ x${'.a'.repeat(500_000)} }}`,
       'liquid tag lines': `{% liquid\n${'echo a\n'.repeat(140_000)}%}`,
       // The output's quoted "}}" does not end it (liquidjs reads quotes in outputs): its filters count.
       'quoted delimiters': `{{ "}}"${' | upcase'.repeat(60_000)} }}`,
