@@ -5,7 +5,6 @@ import closeWithGrace from 'close-with-grace';
 import { Redis } from 'ioredis';
 import pino from 'pino';
 import prettyStream from 'pino-pretty';
-import { buildApp } from './app.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { migrate } from './db/migrate.ts';
 import { describeAllowList } from './lib/net-guard.ts';
@@ -14,7 +13,6 @@ import type { Db } from './db/pool.ts';
 import { countTeams, createApiKey, createTeam, listTeams } from './teams/queries.ts';
 import { createPasswordToken } from './dashboard/users.ts';
 import { startWorker } from './background.ts';
-import { startInboundListener } from './inbound/listener.ts';
 import { closeUntrustedPool } from './untrusted/pool.ts';
 
 function configOrExit(): Config {
@@ -80,8 +78,12 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
   redis?.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
 
   const runtimeConfig = { ...config, appSecret: database.appSecret };
+  // The API and the inbound listener are loaded only by a process that runs
+  // them: a worker process (`npm run worker`) does not hold Fastify, the
+  // dashboard, Swagger and smtp-server's modules (their source and compiled
+  // code stay in the heap once loaded).
   const app = opts.api
-    ? await buildApp({ config: runtimeConfig, pool: database.pool, db: database.db, redis, logger: log })
+    ? await (await import('./app.ts')).buildApp({ config: runtimeConfig, pool: database.pool, db: database.db, redis, logger: log })
     : undefined;
   const runWorker = opts.worker ?? config.runWorker;
   const worker = runWorker
@@ -89,7 +91,7 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
     : undefined;
   // The inbound SMTP listener runs with the worker (docs/operations.md): one process per INBOUND_SMTP_PORT.
   const inbound = runWorker && config.inbound.smtpPort !== undefined
-    ? await startInboundListener({ db: database.db, config: runtimeConfig, log: log.child({ component: 'inbound' }) })
+    ? await (await import('./inbound/listener.ts')).startInboundListener({ db: database.db, config: runtimeConfig, log: log.child({ component: 'inbound' }) })
     : undefined;
 
   const stopAll = async () => {

@@ -14,7 +14,6 @@
 // and the next poll waits twice as long each time (up to an hour).
 import { isIP } from 'node:net';
 import type { Task } from 'graphile-worker';
-import { ImapFlow } from 'imapflow';
 import { sql } from 'kysely';
 import type { Config } from '../../config.ts';
 import type { Db } from '../../db/pool.ts';
@@ -100,6 +99,8 @@ export async function pollMailbox(box: Mailbox, deps: ImapPollDeps): Promise<Pol
   const password = imapPasswordBox(config.appSecret).open(box.password_enc);
   const host = await targetOf(box, parseAllowList(config.allowedPrivateTargets), deps.resolve ?? systemResolver);
   const classify = deps.classify ?? ((raw: Buffer) => defaultClassify(raw, config));
+  // Loaded at the first poll: a worker whose teams poll no mailbox never holds imapflow (about 0.7 MB of source).
+  const { ImapFlow } = await import('imapflow');
   const client = new ImapFlow({
     host,
     port: box.port,
