@@ -5,7 +5,7 @@
 // one DKIM-Signature per key, and nodemailer sends the result with its own
 // envelope, exactly as it would send its own signature.
 import { pipeline, type Readable } from 'node:stream';
-import { DkimSignStream } from 'mailauth';
+import type { DkimSignStream } from 'mailauth';
 import type { Transporter } from 'nodemailer';
 import type { SignatureData } from './dkim.ts';
 
@@ -29,9 +29,15 @@ type PluginMail = {
   message: { processFunc(fn: (input: Readable) => Readable): void };
 };
 
+// mailauth (with its own copies of undici, tldts and encoding tables, about 2 MB
+// of source that stays in the heap once loaded) is loaded at the first message
+// that has a key to sign with, not by every process that imports the send path.
+let loading: Promise<typeof DkimSignStream> | undefined;
+const loadSigner = () => (loading ??= import('mailauth').then((m) => m.DkimSignStream));
+
 /** A new signing stream for these keys; `onErrors` hears what the signer could not sign (the message still goes). */
-export function dkimSignStream(signatures: SignatureData[], onErrors?: (errors: unknown[]) => void): DkimSignStream {
-  const stream = new DkimSignStream({ signatureData: signatures, headerList: SIGNED_HEADERS, canonicalization: 'relaxed/relaxed' } as never);
+function signStream(Signer: typeof DkimSignStream, { signatures, onErrors }: DkimOption): DkimSignStream {
+  const stream = new Signer({ signatureData: signatures, headerList: SIGNED_HEADERS, canonicalization: 'relaxed/relaxed' } as never);
   if (onErrors) stream.once('end', () => stream.errors?.length && onErrors(stream.errors));
   return stream;
 }
@@ -40,13 +46,18 @@ export function dkimSignStream(signatures: SignatureData[], onErrors?: (errors: 
 export function installDkimSigner(transport: Transporter): void {
   transport.use('stream', (mail, callback) => {
     const option = (mail as unknown as PluginMail).data[DKIM_OPTION] as DkimOption | undefined;
-    if (option && option.signatures.length > 0) {
-      (mail as unknown as PluginMail).message.processFunc((input) => {
-        const signer = dkimSignStream(option.signatures, option.onErrors);
-        // An error of the input is reported on the output (nodemailer's contract for process functions).
-        return pipeline(input, signer, () => {});
-      });
+    if (!option || option.signatures.length === 0) {
+      callback();
+      return;
     }
-    callback();
+    loadSigner().then(
+      (Signer) => {
+        (mail as unknown as PluginMail).message.processFunc((input) =>
+          // An error of the input is reported on the output (nodemailer's contract for process functions).
+          pipeline(input, signStream(Signer, option), () => {}));
+        callback();
+      },
+      (err: unknown) => callback(err as Error),
+    );
   });
 }
