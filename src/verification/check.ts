@@ -7,7 +7,8 @@
 //            (a null MX, RFC 7505) or has no MX, A nor AAAA record
 //   unknown  DNS did not answer (SERVFAIL, timeout, refused): not a verdict
 import { Resolver } from 'node:dns/promises';
-import MailChecker from 'mailchecker';
+import { createRequire } from 'node:module';
+import type MailCheckerModule from 'mailchecker';
 
 export type VerificationStatus = 'valid' | 'risky' | 'invalid' | 'unknown';
 export type Verdict = { status: VerificationStatus; reason: string };
@@ -66,9 +67,16 @@ export function syntaxProblem(address: string): string | null {
   return null;
 }
 
+// mailchecker's list is one 1 MB source file that stays in the heap once
+// loaded: it is required at the first check, not by every process that
+// imports this module.
+const require = createRequire(import.meta.url);
+let disposable: Set<string> | undefined;
+const disposableDomains = () => (disposable ??= (require('mailchecker') as typeof MailCheckerModule).blacklist());
+
 /** Whether the domain, or a domain it is under, is on the maintained disposable-domain list (mailchecker). */
 export function isDisposable(domain: string): boolean {
-  const list = MailChecker.blacklist();
+  const list = disposableDomains();
   for (let d = domain; d.includes('.'); d = d.slice(d.indexOf('.') + 1)) if (list.has(d)) return true;
   return false;
 }
