@@ -29,6 +29,7 @@ import { TrackingLinks } from '../src/lib/tracking-links.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import type { AttackData, AttackStats } from './lib/attack.ts';
 import { cpuMeter } from './lib/cpu.ts';
+import { rssMaxMeter } from './lib/rss.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
 import { CAPTURE_BOMB, CLASS_IDS, CLASS_LABELS, LINK_LOOP, RANGE_BOMB, type ClassId } from './lib/hostile.ts';
 import { fmt, round, table } from './lib/report.ts';
@@ -186,13 +187,11 @@ export async function run(opts: BenchOptions): Promise<void> {
     const spent = cpuMeter(attackPid ? [service.pid, attackPid] : [service.pid]);
     const benchLoop = monitorEventLoopDelay({ resolution: 10 });
     benchLoop.enable();
-    let rssMax = 0;
-    const sampler = setInterval(() => (rssMax = Math.max(rssMax, service.rssMiB() || 0)), 200);
+    const rss = rssMaxMeter([service.pid], 200);
     const victim = await victimPhase({ origin: service.origin, key: keyB, seconds, pingRate, sendRate: SEND_RATE, tag });
-    clearInterval(sampler);
     const used = spent();
     const cpu = { service: used.processes[0], attack: used.processes[1], machine: used.machine };
-    rssMax = Math.max(rssMax, service.rssMiB() || 0);
+    const rssMax = rss()[0] || 0; // NaN (never read: the service died) counts as 0, as the report expects
     benchLoop.disable();
     await atEnd?.();
     const loop = await service.loopDelay();

@@ -1,11 +1,10 @@
 // The service under test of bench/isolation.ts, as an operator runs it: one
 // process with the API and the worker (bench/servers/service.ts wraps
 // src/main.ts), configured through the environment. Besides start and stop:
-// its resident memory from /proc (the whole process, worker threads included),
-// its event-loop delay over IPC, and whether it died.
+// its pid (its resident memory is read from /proc by lib/rss.ts), its
+// event-loop delay over IPC, and whether it died.
 import { spawn } from 'node:child_process';
 import { scriptNodeFlags } from './node-flags.ts';
-import { vmRssMiB } from './rss.ts';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
@@ -16,8 +15,6 @@ export type Service = {
   origin: string;
   /** Set once the process has exited: how, and when (Date.now()). */
   died?: { how: string; at: number };
-  /** VmRSS in MiB, or NaN when the process is gone. */
-  rssMiB(): number;
   /** Event-loop delay since the last reset, ms; undefined when the process is gone or does not answer in 60 s. */
   loopDelay(): Promise<LoopDelay | undefined>;
   resetLoopDelay(): Promise<void>;
@@ -52,7 +49,6 @@ export async function startService(env: Record<string, string>, log: (m: string)
   const service: Service = {
     pid: child.pid!,
     origin,
-    rssMiB: () => vmRssMiB(child.pid!),
     loopDelay: () => ask<LoopDelay>('eld'),
     resetLoopDelay: async () => void (await ask('eld-reset')),
     async stop() {
