@@ -2,6 +2,7 @@
 // "Templates").
 import { Type, type Static } from 'typebox';
 import { DateTime, PageMeta, pageQuery, UUID_PATTERN } from '../http/schemas.ts';
+import { LIQUID_MAX_PARTS } from '../lib/render-limits.ts';
 
 /** Template content is at most 1 MiB (docs/api.md, "Templates"). */
 export const MAX_CONTENT_CHARS = 1024 * 1024;
@@ -22,10 +23,12 @@ export const TemplateMetaInput = Type.Object(
   { additionalProperties: false },
 );
 
+const CONTENT_DESCRIPTION = `HTML; a Liquid template. At most 1 MiB and ${LIQUID_MAX_PARTS.toLocaleString('en-US')} Liquid parts (tags, outputs, and the names, values, filters and operators in them).`;
+
 export const CreateTemplateBody = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 255, description: 'Not blank; stored trimmed.' }),
-    content: Type.String({ minLength: 1, maxLength: MAX_CONTENT_CHARS, description: 'HTML; a Liquid template. At most 1 MiB.' }),
+    content: Type.String({ minLength: 1, maxLength: MAX_CONTENT_CHARS, description: CONTENT_DESCRIPTION }),
     content_type: Type.Enum(['html'], { description: 'Only `html`.' }),
     subject: Type.Optional(
       Type.String({ maxLength: MAX_SUBJECT_CHARS, description: 'One line; a Liquid template.' }),
@@ -43,7 +46,7 @@ export const UpdateTemplateBody = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'Not blank; stored trimmed.' })),
     content: Type.Optional(
-      Type.String({ minLength: 1, maxLength: MAX_CONTENT_CHARS, description: 'HTML; a Liquid template. At most 1 MiB.' }),
+      Type.String({ minLength: 1, maxLength: MAX_CONTENT_CHARS, description: CONTENT_DESCRIPTION }),
     ),
     content_type: Type.Optional(Type.Enum(['html'], { description: 'Only `html`.' })),
     subject: Type.Optional(
