@@ -19,7 +19,6 @@
 // as if the attacker ran elsewhere, and the report says which was in force). Goals: hostile p99
 // ≤ 2× quiet p99 for ping and send, RSS < 512 MiB. The verdict is printed;
 // only --strict makes a missed goal exit non-zero.
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fork } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { sql } from 'kysely';
@@ -30,6 +29,7 @@ import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import type { AttackData, AttackStats } from './lib/attack.ts';
 import { cpuMeter } from './lib/cpu.ts';
 import { rssMaxMeter } from './lib/rss.ts';
+import { loopDelayMeter } from './lib/loop-delay.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
 import { CAPTURE_BOMB, CLASS_IDS, CLASS_LABELS, LINK_LOOP, RANGE_BOMB, type ClassId } from './lib/hostile.ts';
 import { fmt, round, table } from './lib/report.ts';
@@ -185,17 +185,17 @@ export async function run(opts: BenchOptions): Promise<void> {
   const phase = async (tag: string, seconds: number, atEnd?: () => Promise<unknown>, attackPid?: number): Promise<PhaseResult> => {
     await service.resetLoopDelay();
     const spent = cpuMeter(attackPid ? [service.pid, attackPid] : [service.pid]);
-    const benchLoop = monitorEventLoopDelay({ resolution: 10 });
-    benchLoop.enable();
+    const benchLoop = loopDelayMeter(10);
     const rss = rssMaxMeter([service.pid], 200);
     const victim = await victimPhase({ origin: service.origin, key: keyB, seconds, pingRate, sendRate: SEND_RATE, tag });
     const used = spent();
     const cpu = { service: used.processes[0], attack: used.processes[1], machine: used.machine };
     const rssMax = rss()[0] || 0; // NaN (never read: the service died) counts as 0, as the report expects
-    benchLoop.disable();
+    const benchLoopMax = benchLoop.read().max;
+    benchLoop.stop();
     await atEnd?.();
     const loop = await service.loopDelay();
-    return { victim, rssMax, loop, benchLoopMax: benchLoop.max / 1e6, cpu, send: new LatencyHistogram(), arrived: 0 };
+    return { victim, rssMax, loop, benchLoopMax, cpu, send: new LatencyHistogram(), arrived: 0 };
   };
   const drain = async (p: PhaseResult, limitMs: number) => {
     Object.assign(p, await sendLatencies({ sinkOrigin: sink.origin, db, teamId: teamB.id, sends: p.victim.sends, timeoutMs: limitMs }));

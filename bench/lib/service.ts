@@ -8,7 +8,8 @@ import { scriptNodeFlags } from './node-flags.ts';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
-export type LoopDelay = { p50: number; p99: number; max: number; mean: number; count: number };
+export type { LoopDelay } from './loop-delay.ts';
+import type { LoopDelay } from './loop-delay.ts';
 
 export type Service = {
   pid: number;

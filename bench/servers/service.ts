@@ -5,29 +5,20 @@
 // channel, never over HTTP. Configured by the parent through the environment
 // (PORT, DATABASE_URL, APP_SECRET, ...), exactly as an operator would.
 //
-// IPC: {type: 'eld'} → {type: 'eld', p50, p99, max, mean, count} in ms since
-// the last {type: 'eld-reset'}.
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+// IPC: {type: 'eld'} → {type: 'eld', p50, p99, max, mean, count} in ms past the
+// timer's 10 ms resolution (lib/loop-delay.ts), since the last {type: 'eld-reset'}.
+import { loopDelayMeter } from '../lib/loop-delay.ts';
 
 if (!process.send) throw new Error('bench/servers/service.ts is started by bench/isolation.ts (no IPC channel)');
 
 // 10 ms: the timer's own granularity; a stall of 200 ms shows as 200 ms.
-const delay = monitorEventLoopDelay({ resolution: 10 });
-delay.enable();
-const ms = (ns: number) => (Number.isFinite(ns) ? ns / 1e6 : 0);
+const delay = loopDelayMeter(10);
 process.on('message', (m: { type?: string }) => {
   if (m?.type === 'eld-reset') {
     delay.reset();
     process.send!({ type: 'eld-reset' });
   } else if (m?.type === 'eld') {
-    process.send!({
-      type: 'eld',
-      p50: ms(delay.percentile(50)),
-      p99: ms(delay.percentile(99)),
-      max: ms(delay.max),
-      mean: ms(delay.mean),
-      count: delay.count,
-    });
+    process.send!({ type: 'eld', ...delay.read() });
   }
 });
 // The bench went away (Ctrl-C, crash): shut down as on SIGTERM.
