@@ -157,6 +157,7 @@ export class UntrustedPool {
     // WALL_CEILING_MS however little it got. A task no thread begins within
     // START_DEADLINE_MS is given up as overloaded.
     const started = new Int32Array(new SharedArrayBuffer(12));
+    const startCpu = new Float64Array(new SharedArrayBuffer(8));
     const abort = new AbortController();
     const timedOut = () => abort.abort(new UntrustedWorkError('timeout', `took longer than ${budgetMs} ms`));
     let timer: NodeJS.Timeout = setTimeout(
@@ -179,20 +180,23 @@ export class UntrustedPool {
         const u = await thread.cpuUsage();
         return (u.user + u.system) / 1000;
       };
-      const base = cpuMs();
-      base.catch(() => {}); // a thread that ended (out of memory) answers nothing; check() sees the same
+      // Counted from the thread's own reading at the task's start, and checked
+      // at once: this loop may see the task begin long after it did (a busy or
+      // blocked loop), and the CPU the task used meanwhile counts too. A thread
+      // that ended (out of memory) answers nothing: the catch ends the task.
+      const base = startCpu[0]!;
       const check = async () => {
-        const used = (await cpuMs()) - (await base);
+        const used = (await cpuMs()) - base;
         if (abort.signal.aborted || Atomics.load(started, 0) !== 1) return;
         if (used >= budgetMs) timedOut();
         else timer = setTimeout(() => void check().catch(timedOut), Math.max(budgetMs - used, 20));
       };
-      timer = setTimeout(() => void check().catch(timedOut), budgetMs);
+      void check().catch(timedOut);
     };
     if (begun.async) void begun.value.then(onBegun);
     else onBegun();
     try {
-      return (await this.pool.run({ name, input, started }, { name: 'run', signal: abort.signal })) as T;
+      return (await this.pool.run({ name, input, started, startCpu }, { name: 'run', signal: abort.signal })) as T;
     } catch (err) {
       if (abort.signal.aborted && abort.signal.reason instanceof UntrustedWorkError) throw abort.signal.reason;
       throw classify(err, budgetMs);

@@ -17,19 +17,23 @@ const lazy: Record<string, Loader> = tasks.lazyTasks ?? {};
 /**
  * `started`: [0] 1 once the task has begun, [1] the thread's id, [2] 1 + the CPU
  * microseconds the task used in this thread, set when it returns or throws (0:
- * it never did; the pool charges it to the team's CPU share).
+ * it never did; the pool charges it to the team's CPU share). `startCpu[0]`: this
+ * thread's CPU time in ms when the task began (the clock of Worker.cpuUsage()),
+ * written before [0] is set, so the pool counts the task's CPU from its true
+ * start however late its own event loop sees the task begin.
  */
-export type Envelope = { name: string; input: unknown; started: Int32Array };
+export type Envelope = { name: string; input: unknown; started: Int32Array; startCpu: Float64Array };
 
-export async function run({ name, input, started }: Envelope): Promise<unknown> {
+export async function run({ name, input, started, startCpu }: Envelope): Promise<unknown> {
   let task: unknown = Object.hasOwn(tasks, name) ? tasks[name] : undefined;
   // A lazy task's module is loaded (once per thread) before the task begins: the load is the thread's, not the task's budget.
   if (typeof task !== 'function' && Object.hasOwn(lazy, name)) task = (await lazy[name]!())[name];
+  const cpu0 = process.threadCpuUsage();
+  startCpu[0] = (cpu0.user + cpu0.system) / 1000;
   Atomics.store(started, 1, threadId);
   Atomics.store(started, 0, 1);
   Atomics.notify(started, 0);
   if (typeof task !== 'function') throw new Error(`no pool task named ${name}`);
-  const cpu0 = process.threadCpuUsage();
   try {
     return await (task as (input: unknown) => unknown)(input);
   } finally {

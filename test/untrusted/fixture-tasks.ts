@@ -31,3 +31,20 @@ export function idle(ms: number): number {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
   return ms;
 }
+/**
+ * Uses CPU until it is ended (or 10 s of CPU), writing the thread's CPU ms used
+ * by this task into `progress[0]` as it goes, so a test can read how much it got.
+ */
+export function burnReporting(progress: Float64Array): number {
+  const cpu = () => {
+    const u = process.threadCpuUsage();
+    return (u.user + u.system) / 1000;
+  };
+  const start = cpu();
+  let used = 0;
+  while (used < 10_000) {
+    used = cpu() - start;
+    progress[0] = Math.max(used, 0.001);
+  }
+  return used;
+}

@@ -27,6 +27,33 @@ test("the budget is the thread's CPU time: a task that waits without using CPU i
   assert.equal(await pool.run('idle', 800), 800);
 });
 
+test('CPU a task used before this thread noticed it began counts against its budget', async (t) => {
+  // The pool learns that a thread began a task through Atomics.waitAsync, which
+  // resolves only when this event loop is free. Here the loop is blocked while
+  // the task burns CPU on the other thread; the task must still be ended near
+  // max(what it used meanwhile, its 300 ms budget), not 300 ms after the loop
+  // got free (it once was: the start was read from the thread's CPU counter late).
+  const progress = new Float64Array(new SharedArrayBuffer(8));
+  const run = pool.run('burnReporting', progress);
+  const rejected = assert.rejects(run, (e: unknown) => e instanceof UntrustedWorkError && e.reason === 'timeout');
+  // One turn of the loop hands the task to a thread; from then on this loop is
+  // blocked, so the pool cannot see the task begin until the block ends.
+  await new Promise((resolve) => setImmediate(resolve));
+  const waitUntil = Date.now() + 20_000;
+  while (progress[0] === 0 && Date.now() < waitUntil); // the task has begun
+  const blockUntil = Date.now() + 900;
+  while (Date.now() < blockUntil); // this loop blocked; the task keeps burning on its thread
+  const usedWhileBlocked = progress[0]!;
+  await rejected;
+  const usedInAll = progress[0]!;
+  assert.ok(usedWhileBlocked > 0, 'the task began');
+  t.diagnostic(`CPU: ${Math.round(usedWhileBlocked)} ms while blocked, ${Math.round(usedInAll)} ms in all`);
+  assert.ok(
+    usedInAll < Math.max(usedWhileBlocked, 300) + 150,
+    `ended after ${Math.round(usedInAll)} ms of CPU, ${Math.round(usedWhileBlocked)} of them while the loop was blocked (budget 300 ms)`,
+  );
+});
+
 test('a task that exhausts its heap is ended with reason memory, and the pool still works', async () => {
   await assert.rejects(pool.run('grow', null, 20_000), (e: unknown) => e instanceof UntrustedWorkError && e.reason === 'memory');
   assert.equal(await pool.run('echo', 'again', 20_000), 'again');
