@@ -125,6 +125,68 @@ export async function claimForSmtp(
   return rows[0];
 }
 
+/** One message of a claim batch: its row and the day of the slot it holds (null: none). */
+export type ClaimItem = { id: string; slotDay: string | null };
+
+/**
+ * Claims several messages of one account and source (`cap`) in one statement
+ * and one commit: what claimForSmtp does for one, for all of them. Messages
+ * with a slot of today are claimed without touching the counter; the others
+ * count on today's row together, one update for all of them, granted in the
+ * order given and never beyond the cap. Answers, per item in order, the claim
+ * (`{attempts}`) or undefined (not claimable any more, or over the limit).
+ *
+ * Why: every concurrent send of an account claimed with its own statement and
+ * commit, and the messages without a reserved slot (lone messages: a
+ * transactional submit, an event-triggered send) each took the account's
+ * counter row, waiting in turn for the previous claim's durable commit. The
+ * sends waiting for a claim now share one (src/mail/send.ts, claim batches).
+ */
+export async function claimManyForSmtp(
+  db: Db, accountId: string, teamId: string, cap: number, items: ClaimItem[],
+): Promise<({ attempts: number } | undefined)[]> {
+  // One message twice in a batch (two jobs with the same message): only its
+  // first item may claim it; the statement would answer both with its one row.
+  const first = new Map<string, number>();
+  items.forEach((it, i) => first.has(it.id) || first.set(it.id, i));
+  const unique = items.filter((it, i) => first.get(it.id) === i);
+  if (unique.length === 1) {
+    const only = unique[0]!;
+    const claim = await claimForSmtp(db, { id: only.id, team_id: teamId }, accountId, cap, only.slotDay);
+    return items.map((it, i) => (i === 0 ? claim : undefined));
+  }
+  const input = JSON.stringify(unique.map((it, ord) => ({ ord, id: it.id, slot_day: it.slotDay })));
+  const { rows } = await sql<{ id: string; attempts: number }>`
+    WITH today AS (SELECT (now() AT TIME ZONE 'UTC')::date AS day),
+    input AS (SELECT * FROM jsonb_to_recordset(${input}::jsonb) AS x (ord int, id uuid, slot_day date)),
+    eligible AS (
+      SELECT i.ord, i.id, i.slot_day IS NOT DISTINCT FROM (SELECT day FROM today) AS reserved
+        FROM input i JOIN email_send_log l ON l.id = i.id AND l.status IN ('queued', 'deferred')
+    ),
+    need AS (SELECT count(*)::int AS n FROM eligible WHERE NOT reserved),
+    bump AS (
+      INSERT INTO mail_account_usage AS u (mail_account_id, day, team_id, claimed, last_grant)
+      SELECT ${accountId}::uuid, today.day, ${teamId}::uuid, least(need.n, ${cap}::int), least(need.n, ${cap}::int)
+        FROM need, today WHERE need.n > 0 AND ${cap}::int >= 1
+      ON CONFLICT (mail_account_id, day) DO UPDATE
+        SET claimed = u.claimed + least(excluded.claimed, greatest(0, ${cap}::int - u.claimed)),
+            last_grant = least(excluded.claimed, greatest(0, ${cap}::int - u.claimed))
+        WHERE u.claimed < ${cap}::int -- a full day's row is not written at all
+      RETURNING last_grant
+    ),
+    chosen AS (
+      SELECT id FROM eligible WHERE reserved
+      UNION ALL
+      SELECT q.id FROM (SELECT id, row_number() OVER (ORDER BY ord) AS k FROM eligible WHERE NOT reserved) q
+       WHERE q.k <= coalesce((SELECT last_grant FROM bump), 0)
+    )
+    UPDATE email_send_log SET status = 'sending', attempts = attempts + 1, claimed_at = now(), updated_at = now()
+     WHERE id IN (SELECT id FROM chosen) AND status IN ('queued', 'deferred')
+    RETURNING id, attempts`.execute(db);
+  const byId = new Map(rows.map((r) => [r.id, { attempts: r.attempts }]));
+  return items.map((it, i) => (first.get(it.id) === i ? byId.get(it.id) : undefined));
+}
+
 // A broadcast's or automation's message keeps their priority when it waits (campaigns/broadcast.ts, automation.ts).
 const BROADCAST_AWARE = sql`CASE WHEN EXISTS (
     SELECT 1 FROM email_send_log l JOIN campaign_sends s ON s.id = l.campaign_send_id

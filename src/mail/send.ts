@@ -23,7 +23,8 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
-import { Allowance, claimForSmtp, dailyCap, takeMinuteSlot, wakeNextDay, wakeNextMinute } from './daily-usage.ts';
+import { Allowance, claimManyForSmtp, dailyCap, takeMinuteSlot, wakeNextDay, wakeNextMinute, type ClaimItem } from './daily-usage.ts';
+import { Batcher } from '../lib/batcher.ts';
 import { renderMessage, type RenderedMessage } from './message.ts';
 import { replyAddress, returnPathAddress } from '../inbound/address.ts';
 import { RenderFailure } from '../templates/pool-run.ts';
@@ -136,6 +137,18 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
   const links = { publicUrl: config.publicUrl, appSecret };
   const allow = parseAllowList(config.allowedPrivateTargets);
 
+  // Claims are group-committed per account and cap: the sends of this process
+  // that wait for a claim at the same moment (each holding one of the account's
+  // SMTP connections, so a kill still leaves only what was in flight) share one
+  // statement and one commit (daily-usage.ts, claimManyForSmtp).
+  const claims = new Map<string, Batcher<ClaimItem, { attempts: number } | undefined>>();
+  const claim = (accountId: string, teamId: string, cap: number, item: ClaimItem) => {
+    const key = `${accountId}:${teamId}:${cap}`;
+    let b = claims.get(key);
+    if (!b) claims.set(key, (b = new Batcher((items) => claimManyForSmtp(db, accountId, teamId, cap, items), { max: 50 })));
+    return b.add(item);
+  };
+
   /**
    * One row: rendered, then claimed (`queued`/`deferred` → `sending`, its own
    * statement) only when an SMTP connection of its account is free, then sent.
@@ -186,7 +199,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       // The daily limit is counted at claim time: against the job's reserved
       // slots (daily-usage.ts), or by the claim itself when the job has none left.
       const slotDay = allowance.take(account.id, row.source);
-      const claimed = await claimForSmtp(db, row, account.id, dailyCap(account, row.source), slotDay);
+      const claimed = await claim(account.id, row.team_id, dailyCap(account, row.source), { id: row.id, slotDay });
       if (!claimed) {
         if (slotDay) allowance.putBack(account.id, row.source);
         const { rows: still } = await sql<{ status: string }>`SELECT status FROM email_send_log WHERE id = ${row.id}`.execute(db);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { claimForSmtp } from '../../src/mail/daily-usage.ts';
+import { claimForSmtp, claimManyForSmtp } from '../../src/mail/daily-usage.ts';
 import { closeTransports, sendEmailTask } from '../../src/mail/send.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { drain } from '../engine/fixtures.ts';
@@ -86,5 +86,31 @@ describe('daily limits: reserved slots', () => {
     assert.deepEqual(await usage(s.accountId), [1]);
     const statuses = (await rowsOf(t, s.teamId)).map((r) => r.status).sort();
     assert.deepEqual(statuses, ['queued', 'sending']);
+  });
+
+  test('a claim batch: counted once for all, granted in order under the cap, each message claimed at most once', async () => {
+    const s = await txSetup(t, sink.port, {}, { daily_limit: 3 });
+    const ids = await batch(s, 'm', 6);
+    await sql`DELETE FROM graphile_worker._private_jobs`.execute(t.database.db);
+    await sql`DELETE FROM usage_writes`.execute(t.database.db);
+    const today = (await sql<{ d: string }>`SELECT to_char((now() AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD') AS d`.execute(t.database.db)).rows[0]!.d;
+    const [a, b, c, d, e, f] = ids as [string, string, string, string, string, string];
+    // a holds a slot of today (reserved by its job): claimed without counting.
+    // b, c, d, e have none: they count, in this order, under the cap of 3.
+    // c is there twice (two jobs on one message): claimed once.
+    const got = await claimManyForSmtp(t.database.db, s.accountId, s.teamId, 3, [
+      { id: a, slotDay: today }, { id: b, slotDay: null }, { id: c, slotDay: null }, { id: c, slotDay: null },
+      { id: d, slotDay: null }, { id: e, slotDay: null },
+    ]);
+    assert.deepEqual(got.map((x) => x?.attempts ?? null), [1, 1, 1, null, 1, null]);
+    assert.deepEqual(await usage(s.accountId), [3], 'b, c and d counted; a held its own slot; e over the cap');
+    const { rows: writes } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM usage_writes WHERE mail_account_id = ${s.accountId}`.execute(t.database.db);
+    assert.equal(writes[0]!.n, 1, 'one write of the counter row for the whole batch');
+    // Nothing left to count: f and e wait; a claimed message is not claimed again.
+    const again = await claimManyForSmtp(t.database.db, s.accountId, s.teamId, 3, [{ id: e, slotDay: null }, { id: f, slotDay: null }, { id: b, slotDay: null }]);
+    assert.deepEqual(again, [undefined, undefined, undefined]);
+    assert.deepEqual(await usage(s.accountId), [3]);
+    const statuses = (await rowsOf(t, s.teamId)).map((r) => r.status).sort();
+    assert.deepEqual(statuses, ['queued', 'queued', 'sending', 'sending', 'sending', 'sending']);
   });
 });
