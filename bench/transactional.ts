@@ -88,6 +88,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     DATABASE_URL: database.url,
     APP_SECRET: database.appSecret,
     PUBLIC_URL: 'https://plover.bench.test',
+    ALLOWED_PRIVATE_TARGETS: '127.0.0.1', // the SMTP sink (a public PUBLIC_URL allows no private target by default)
     LOG_LEVEL: 'silent',
     ...(process.env.WORKER_CONCURRENCY ? { WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY } : {}),
   });
