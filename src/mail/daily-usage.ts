@@ -150,10 +150,13 @@ export async function claimManyForSmtp(
   const first = new Map<string, number>();
   items.forEach((it, i) => first.has(it.id) || first.set(it.id, i));
   const unique = items.filter((it, i) => first.get(it.id) === i);
+  // A lone claim keeps claimForSmtp's own statement: answering a single claim
+  // with the batch statement measured 2.5× slower (bench send-claims, one
+  // commit per claim: 711 against 1,764 claims/s).
   if (unique.length === 1) {
     const only = unique[0]!;
     const claim = await claimForSmtp(db, { id: only.id, team_id: teamId }, accountId, cap, only.slotDay);
-    return items.map((it, i) => (i === 0 ? claim : undefined));
+    return items.map((it, i) => (first.get(it.id) === i ? claim : undefined));
   }
   const input = JSON.stringify(unique.map((it, ord) => ({ ord, id: it.id, slot_day: it.slotDay })));
   const { rows } = await sql<{ id: string; attempts: number }>`
