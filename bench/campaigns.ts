@@ -268,14 +268,19 @@ export async function run(opts: BenchOptions): Promise<void> {
   loopDelay.stop();
   await stop();
   // Split at the decision (the engine's clock when it decided): commit → decided is
-  // the process_events side, decided → arrival the send_email side.
+  // the process_events side, decided → arrival the send_email side. That one is
+  // split again at the claim (the database's clock, same machine): decided →
+  // claimed is the job's wait, its loading and rendering and the wait for one of
+  // the account's SMTP connections; claimed → sink the claim's commit and SMTP.
   const latency = new LatencyHistogram();
   const toDecision = new LatencyHistogram();
   const toArrival = new LatencyHistogram();
+  const toClaim = new LatencyHistogram();
+  const claimToArrival = new LatencyHistogram();
   {
     const got = await arrivals();
-    const { rows } = await sql<{ message_id: string; event_id: string; decided_at: Date }>`
-      SELECT l.message_id, l.event_id, d.decided_at FROM email_send_log l JOIN campaign_decisions d ON d.email_send_log_id = l.id
+    const { rows } = await sql<{ message_id: string; event_id: string; decided_at: Date; claimed_at: Date }>`
+      SELECT l.message_id, l.event_id, d.decided_at, l.claimed_at FROM email_send_log l JOIN campaign_decisions d ON d.email_send_log_id = l.id
        WHERE l.message_id = ANY (${got.map((a) => a[0])}::text[])`.execute(db);
     const rowOf = new Map(rows.map((r) => [r.message_id, r]));
     for (const [messageId, at] of got) {
@@ -285,6 +290,8 @@ export async function run(opts: BenchOptions): Promise<void> {
       latency.record(at - committed);
       toDecision.record(row.decided_at.getTime() - committed);
       toArrival.record(at - row.decided_at.getTime());
+      toClaim.record(row.claimed_at.getTime() - row.decided_at.getTime());
+      claimToArrival.record(at - row.claimed_at.getTime());
     }
   }
 
@@ -351,7 +358,10 @@ export async function run(opts: BenchOptions): Promise<void> {
       ['', 'messages', 'p50 ms', 'p99 ms', 'max ms'],
       [
         ['commit → sink', `${fmt(latency.count, 0)}/${fmt(steady.length, 0)}`, fmt(latency.percentileMs(50), 0), fmt(p99, 0), fmt(latency.maxMs(), 0)],
-        ...([['  commit → decided', toDecision], ['  decided → sink', toArrival]] as const).map(([label, h]) =>
+        ...([
+          ['  commit → decided', toDecision], ['  decided → sink', toArrival],
+          ['    decided → claimed', toClaim], ['    claimed → sink', claimToArrival],
+        ] as const).map(([label, h]) =>
           [label, '', fmt(h.percentileMs(50), 0), fmt(h.percentileMs(99), 0), fmt(h.maxMs(), 0)]),
       ],
       ['left', 'right', 'right', 'right', 'right'],
