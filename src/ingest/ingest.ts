@@ -7,7 +7,7 @@
 // reads the first id; if the first rolls back, the second goes ahead. So one
 // key is one event, whatever the timing, and a repeat does nothing more.
 import { sql, type Transaction } from 'kysely';
-import type { Db } from '../db/pool.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
@@ -68,7 +68,7 @@ type ContactRow = { id: string; email: string; first_name: string | null; last_n
 /** The team's contact for the address, created (active, syntax-validated) when there is none. */
 async function ensureContact(tx: Tx, teamId: string, email: string): Promise<ContactRow> {
   for (let attempt = 0; attempt < 3; attempt++) {
-    const { rows } = await sql<ContactRow>`
+    const { rows } = await sql<ContactRow>`${sql.raw(PREPARED)}
       WITH ins AS (
         INSERT INTO contacts (team_id, email, is_email_valid, validation_method, validated_at, status, unsubscribed_at)
         SELECT ${teamId}, ${email}, true, 'syntax', now(), COALESCE(sup.status, 'active'), CASE WHEN sup.status = 'unsubscribed' THEN now() END

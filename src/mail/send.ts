@@ -20,7 +20,7 @@ import { completeSendsOfMessages } from '../campaigns/finish.ts';
 import { sql } from 'kysely';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
-import type { Db } from '../db/pool.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { Allowance, claimManyForSmtp, dailyCap, takeMinuteSlot, wakeNextDay, wakeNextMinute, type ClaimItem } from './daily-usage.ts';
@@ -407,7 +407,7 @@ type Context = {
 async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Promise<Map<string, Context | string>> {
   // Erased addresses are kept as their keyed hash only: matched by it.
   const hmacs = claimed.map((r) => emailHmac(appSecret, r.email));
-  const { rows } = await sql<Record<string, any>>`
+  const { rows } = await sql<Record<string, any>>`${sql.raw(PREPARED)}
     SELECT l.id, to_jsonb(k) AS contact,
            CASE WHEN a.id IS NULL THEN NULL ELSE jsonb_build_object(
              'id', a.id, 'host', a.host, 'port', a.port, 'security', a.security, 'username', a.username,

@@ -2,7 +2,7 @@
 // dispatchers claim due rows in batches with a lease and write each attempt's
 // result back in one set-based statement. All SQL of deliveries lives here.
 import { sql, type Selectable, type Transaction } from 'kysely';
-import type { Db } from '../db/pool.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { AttemptLogEntry, WebhookDeliveriesTable } from '../db/schema-webhooks.ts';
 import type { EventRow } from '../events/process.ts';
@@ -88,7 +88,7 @@ export async function enqueueDeliveries(db: Db | Transaction<Database>, events: 
   // and a burst of single-event jobs (POST /email/events) paid BEGIN and COMMIT
   // round trips for a team without webhooks (bench/campaigns.ts). The NOTIFY
   // is delivered at the statement's commit, after the rows are visible.
-  const { rows } = await sql<{ n: number; parked_hooks: string[] | null }>`
+  const { rows } = await sql<{ n: number; parked_hooks: string[] | null }>`${sql.raw(PREPARED)}
     WITH ev AS (
       SELECT e.id AS event_id, e.team_id, e.contact_id,
              CASE WHEN e.name LIKE 'email.%' OR e.name LIKE 'webhook.%' THEN e.name ELSE 'email.' || e.name END AS hook_event,
