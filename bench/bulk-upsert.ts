@@ -33,7 +33,7 @@ import { performance } from 'node:perf_hooks';
 import { Kysely, PostgresDialect, type LogEvent } from 'kysely';
 import type pg from 'pg';
 import { Pool as HttpPool } from 'undici';
-import { toPatches, upsertContacts } from '../src/contacts/queries.ts';
+import { toPatches, upsertContacts, upsertStatement, type ContactPatch } from '../src/contacts/queries.ts';
 import { BulkUpsertBody, type ContactInputT } from '../src/contacts/schemas.ts';
 import { createPool } from '../src/db/pool.ts';
 import type { Database } from '../src/db/schema.ts';
@@ -377,9 +377,9 @@ async function captureUpsertSql(database: BenchDatabase): Promise<string> {
   return captured;
 }
 
-/** The UPSERT statement's parameters, as upsertContacts() passes them. */
-function upsertParams(teamId: string, patches: { email: string }[]): unknown[] {
-  return [teamId, JSON.stringify(patches), patches.map((p) => p.email)];
+/** The UPSERT statement's parameters, as upsertContacts() passes them for the baseline (no tag cap). */
+function upsertParams(teamId: string, patches: ContactPatch[]): unknown[] {
+  return upsertStatement(teamId, patches).params;
 }
 
 type PlanNode = { 'Node Type': string; 'Subplan Name'?: string; 'Relation Name'?: string; Plans?: PlanNode[] };
