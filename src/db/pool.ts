@@ -66,8 +66,9 @@ function statementName(text: string): string {
  * more to plan than to run: loading a send batch's context joins seven tables
  * (4.7 ms to plan, 0.25 ms to run, measured with EXPLAIN on an empty schema)
  * and the webhook fan-out 1.3 ms against well under one (docs/decisions.md,
- * "Prepared statements"). Only statements keyed by ids are marked: a generic
- * plan is then the plan a custom one would be. Named statements need a session
+ * "Prepared statements"). Only statements keyed by ids or a unique key are
+ * marked: a generic plan is then the plan a custom one would be (the contact
+ * upsert's is tested under both). Named statements need a session
  * per connection, as LISTEN already does (PgBouncer in session mode; see
  * docs/operations.md).
  */
