@@ -13,7 +13,8 @@
 // RSS max (VmRSS: the whole process, worker threads included) and its
 // event-loop delay (monitorEventLoopDelay inside the service, read over IPC);
 // per class, the requests sent and how they were answered; the CPU seconds of
-// the service, of the attackers' process and of the machine in each phase (on
+// the service (and of its main thread, V8's platform threads and the pool
+// threads apart), of the attackers' process and of the machine in each phase (on
 // a 2-core machine the attackers' own sending takes a large share of the
 // cores the service and the victim need; --attacker-nice lowers its priority,
 // as if the attacker ran elsewhere, and the report says which was in force). Goals: hostile p99
@@ -27,7 +28,7 @@ import { createUser } from '../src/dashboard/users.ts';
 import { TrackingLinks } from '../src/lib/tracking-links.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import type { AttackData, AttackStats } from './lib/attack.ts';
-import { cpuMeter } from './lib/cpu.ts';
+import { cpuMeter, threadCpuMeter } from './lib/cpu.ts';
 import { rssMaxMeter } from './lib/rss.ts';
 import { loopDelayMeter } from './lib/loop-delay.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
@@ -44,6 +45,20 @@ const SLOW_SOCKETS_PER_ATTACKER = 50;
 const GOAL_RATIO = 2;
 const GOAL_RSS_MIB = 512;
 const PASSWORD = 'isolation bench password';
+/**
+ * The service's CPU by thread (names as Node gives them, lib/cpu.ts): which of
+ * its threads the hostile load kept busy. V8's platform threads do the
+ * concurrent GC of every isolate, the pool threads' included, at the
+ * process's priority (the pool threads themselves run at nice 10).
+ */
+const THREAD_NAMES = ['MainThread', 'V8Worker', 'WorkerThread'];
+type Threads = Record<string, number> | undefined;
+const THREAD_ROWS: [string, (t: Threads) => number | undefined][] = [
+  ['  of which main thread (API, worker)', (t) => t?.MainThread],
+  ['  V8 platform threads (GC, compiling)', (t) => t?.V8Worker],
+  ['  pool threads alive at the end', (t) => t?.WorkerThread],
+  ['  other threads', (t) => t && Object.entries(t).filter(([k]) => !THREAD_NAMES.includes(k)).reduce((a, [, v]) => a + v, 0)],
+];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type PhaseResult = {
@@ -54,8 +69,12 @@ type PhaseResult = {
   loop?: LoopDelay;
   /** This (the measuring) thread's own event-loop delay max, ms: large values mean the figures are the bench's. */
   benchLoopMax: number;
-  /** CPU seconds over the victim's load: the service process (all threads), the attackers' process (hostile phase), the machine's busy total. */
-  cpu: { service?: number; attack?: number; machine?: number };
+  /**
+   * CPU seconds over the victim's load: the service process (all threads), the
+   * attackers' process (hostile phase), the machine's busy total; and the
+   * service's by thread name (lib/cpu.ts, threadCpuMeter).
+   */
+  cpu: { service?: number; attack?: number; machine?: number; threads?: Record<string, number> };
 };
 
 export async function run(opts: BenchOptions): Promise<void> {
@@ -185,11 +204,13 @@ export async function run(opts: BenchOptions): Promise<void> {
   const phase = async (tag: string, seconds: number, atEnd?: () => Promise<unknown>, attackPid?: number): Promise<PhaseResult> => {
     await service.resetLoopDelay();
     const spent = cpuMeter(attackPid ? [service.pid, attackPid] : [service.pid]);
+    const threads = threadCpuMeter(service.pid);
     const benchLoop = loopDelayMeter(10);
     const rss = rssMaxMeter([service.pid], 200);
     const victim = await victimPhase({ origin: service.origin, key: keyB, seconds, pingRate, sendRate: SEND_RATE, tag });
     const used = spent();
-    const cpu = { service: used.processes[0], attack: used.processes[1], machine: used.machine };
+    const byThread = threads();
+    const cpu = { service: used.processes[0], attack: used.processes[1], machine: used.machine, threads: byThread && Object.fromEntries(byThread) };
     const rssMax = rss()[0] || 0; // NaN (never read: the service died) counts as 0, as the report expects
     const benchLoopMax = benchLoop.read().max;
     benchLoop.stop();
@@ -309,6 +330,7 @@ function report(r: {
         ['API event-loop delay max ms', ms(q.loop?.max), ms(h.loop?.max), ''],
         ['bench thread loop delay max ms', ms(q.benchLoopMax), ms(h.benchLoopMax), ''],
         ['CPU s: service (all threads)', cpuS(q.cpu.service), cpuS(h.cpu.service), ''],
+        ...THREAD_ROWS.map(([label, pick]) => [label, cpuS(pick(q.cpu.threads)), cpuS(pick(h.cpu.threads)), '']),
         ['CPU s: attackers\' process', '', cpuS(h.cpu.attack), ''],
         [`CPU s: machine busy (of ${availableParallelism() * r.duration})`, cpuS(q.cpu.machine), cpuS(h.cpu.machine), ''],
       ],

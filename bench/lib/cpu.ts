@@ -63,6 +63,52 @@ export function processCpuSeconds(pid: number): number | undefined {
   return s ? (Number(s.fields[11]) + Number(s.fields[12])) / TICKS : undefined;
 }
 
+/**
+ * CPU seconds used so far by each live thread of a process, by thread id, with
+ * its name (/proc/<pid>/task/<tid>/comm: Node names its threads `MainThread`,
+ * `V8Worker` for V8's platform threads (concurrent and parallel GC,
+ * compilation: shared by every isolate of the process, pool threads
+ * included), `WorkerThread` for worker_threads, `libuv-worker` for the libuv
+ * pool). Undefined when the process is gone or without /proc.
+ */
+export function threadCpuSeconds(pid: number): Map<string, { name: string; seconds: number }> | undefined {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return undefined;
+  }
+  const out = new Map<string, { name: string; seconds: number }>();
+  for (const tid of tids) {
+    let s;
+    try {
+      s = statFields(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1'));
+    } catch {
+      continue; // ended meanwhile
+    }
+    if (s) out.set(tid, { name: s.comm, seconds: (Number(s.fields[11]) + Number(s.fields[12])) / TICKS });
+  }
+  return out;
+}
+
+/**
+ * Starts measuring one process's threads; the reading is the CPU seconds used
+ * since, summed per thread name, by the threads alive at the reading (one that
+ * started meanwhile counts from its start). A thread that ended meanwhile (a
+ * pool thread replaced after an overrun) is not in it: its time is only in the
+ * process's total. Undefined when the process is gone or without /proc.
+ */
+export function threadCpuMeter(pid: number): () => Map<string, number> | undefined {
+  const start = threadCpuSeconds(pid);
+  return () => {
+    const now = threadCpuSeconds(pid);
+    if (!now || !start) return undefined;
+    const out = new Map<string, number>();
+    for (const [tid, t] of now) out.set(t.name, (out.get(t.name) ?? 0) + t.seconds - (start.get(tid)?.seconds ?? 0));
+    return out;
+  };
+}
+
 export type CpuSpent = { processes: (number | undefined)[]; postgres?: number; machine?: number };
 
 /**
