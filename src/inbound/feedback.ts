@@ -22,6 +22,7 @@
 import { sql, type Transaction } from 'kysely';
 import { Counter, register } from 'prom-client';
 import type { Db } from '../db/pool.ts';
+import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
 import { overSoftBounceLimit, suppress } from '../contacts/suppressions.ts';
@@ -243,7 +244,7 @@ async function applyTx(tx: Tx, items: Feedback[], opts: FeedbackOptions): Promis
              delivered_at = CASE WHEN x.kind = 'delivered' THEN x.at ELSE l.delivered_at END,
              last_error = CASE WHEN x.kind LIKE 'bounce%' THEN coalesce(x.error, l.last_error) ELSE l.last_error END,
              updated_at = now()
-        FROM jsonb_to_recordset(${JSON.stringify(list)}::jsonb) AS x (id uuid, kind text, at timestamptz, error text),
+        FROM ${recordset(JSON.stringify(list), list.length, 'x (id uuid, kind text, at timestamptz, error text)')} AS x,
              (SELECT id, status FROM email_send_log WHERE id = ANY (${list.map((r) => r.id)}::uuid[])) o
        WHERE l.id = x.id AND o.id = l.id
          AND CASE x.kind
@@ -326,8 +327,7 @@ async function applyTx(tx: Tx, items: Feedback[], opts: FeedbackOptions): Promis
                            WHEN (x.hard > 0 OR x.soft_limit) AND c.status = 'active' THEN 'bounced'
                            ELSE c.status END,
              updated_at = now()
-        FROM jsonb_to_recordset(${JSON.stringify(list)}::jsonb)
-          AS x (id uuid, team_id uuid, soft int, hard int, complained boolean, soft_limit boolean, at timestamptz)
+        FROM ${recordset(JSON.stringify(list), list.length, 'x (id uuid, team_id uuid, soft int, hard int, complained boolean, soft_limit boolean, at timestamptz)')} AS x
        WHERE c.id = x.id AND c.team_id = x.team_id`.execute(tx);
   }
 

@@ -18,6 +18,7 @@
 // the day.
 import { sql } from 'kysely';
 import type { Db } from '../db/pool.ts';
+import { recordset } from '../db/recordset.ts';
 import { sendPriority } from './send-record.ts';
 import { JOB_PRIORITY, type JobName } from '../lib/jobs.ts';
 
@@ -161,7 +162,7 @@ export async function claimManyForSmtp(
   const input = JSON.stringify(unique.map((it, ord) => ({ ord, id: it.id, slot_day: it.slotDay })));
   const { rows } = await sql<{ id: string; attempts: number }>`
     WITH today AS (SELECT (now() AT TIME ZONE 'UTC')::date AS day),
-    input AS (SELECT * FROM jsonb_to_recordset(${input}::jsonb) AS x (ord int, id uuid, slot_day date)),
+    input AS (SELECT * FROM ${recordset(input, unique.length, 'x (ord int, id uuid, slot_day date)')} AS x),
     eligible AS (
       SELECT i.ord, i.id, i.slot_day IS NOT DISTINCT FROM (SELECT day FROM today) AS reserved
         FROM input i JOIN email_send_log l ON l.id = i.id AND l.status IN ('queued', 'deferred')

@@ -20,6 +20,7 @@
 import { sql, type Transaction } from 'kysely';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/pool.ts';
+import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
 import { addJobs, JOB_PRIORITY } from '../lib/jobs.ts';
@@ -128,12 +129,12 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
            sent_at = CASE WHEN x.status = 'sent' THEN ${at}::timestamptz END,
            bounced_at = CASE WHEN x.status IN ('bounced_soft', 'bounced_hard') THEN ${at}::timestamptz
                              WHEN l.status IN ('bounced_hard', 'bounced_soft') THEN l.bounced_at END
-      FROM jsonb_to_recordset(${json(items.map((r) => ({
+      FROM ${recordset(json(items.map((r) => ({
         id: r.row.id, status: STATUS[r.kind], message_id: r.messageId, subject: r.subject, response: r.outcome.response,
         last_error: r.kind === 'sent' ? null : r.outcome.response,
         // The relay's id for the message: provider events name it so (inbound/feedback.ts matches by it).
         provider_message_id: r.kind === 'sent' ? providerMessageId(r.outcome.response) : null,
-      })))}::jsonb) AS x (id uuid, status text, message_id text, subject text, response text, last_error text, provider_message_id text)
+      }))), items.length, 'x (id uuid, status text, message_id text, subject text, response text, last_error text, provider_message_id text)')} AS x
      WHERE l.id = x.id`.execute(tx);
 
   // Mail statistics: a message handed to the relay counts as sent once, at its
@@ -188,7 +189,7 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
              last_bounced_at = CASE WHEN x.soft + x.hard > 0 THEN ${at} ELSE c.last_bounced_at END,
              updated_at = CASE WHEN x.soft + x.hard > 0 THEN now() ELSE c.updated_at END,
              status = CASE WHEN (x.hard > 0 OR x.soft_limit) AND c.status = 'active' THEN 'bounced' ELSE c.status END
-        FROM jsonb_to_recordset(${json(list)}::jsonb) AS x (id uuid, team_id uuid, sent int, soft int, hard int, soft_limit boolean)
+        FROM ${recordset(json(list), list.length, 'x (id uuid, team_id uuid, sent int, soft int, hard int, soft_limit boolean)')} AS x
        WHERE c.id = x.id AND c.team_id = x.team_id`.execute(tx);
   }
   // A hard bounce suppresses the address for the team for every kind of mail,

@@ -21,6 +21,7 @@ import { sql } from 'kysely';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
+import { recordset } from '../db/recordset.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { Allowance, claimManyForSmtp, dailyCap, takeMinuteSlot, wakeNextDay, wakeNextMinute, type ClaimItem } from './daily-usage.ts';
@@ -508,7 +509,7 @@ async function finish(db: Db, done: Finished[]): Promise<number> {
   if (done.length === 0) return 0;
   const res = await sql`
     UPDATE email_send_log l SET status = x.status, last_error = x.error, updated_at = now()
-      FROM jsonb_to_recordset(${JSON.stringify(done)}::jsonb) AS x (id uuid, status text, error text)
+      FROM ${recordset(JSON.stringify(done), done.length, 'x (id uuid, status text, error text)')} AS x
      WHERE l.id = x.id AND l.status IN ('queued', 'deferred')`.execute(db);
   return Number(res.numAffectedRows ?? 0);
 }

@@ -9,6 +9,7 @@
 // read in the same INSERT ... SELECT: callers pass ids, not copies.
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
+import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import { STATS_KEYS, type StatsKey } from '../db/schema-stats.ts';
 
@@ -37,9 +38,9 @@ export async function addMessageFacts(db: Db | Tx, facts: MessageFact[]): Promis
   await sql`
     INSERT INTO stats_deltas (team_id, source, campaign_id, mail_account_id, bucket, ${cols})
     SELECT l.team_id, l.source, l.campaign_id, l.mail_account_id, ${bucketOf(sql`x.at`)}, ${sums}
-      FROM jsonb_to_recordset(${JSON.stringify(list.map((f) => ({
+      FROM ${recordset(JSON.stringify(list.map((f) => ({
         id: f.messageId, key: f.key, by: f.by ?? 1, at: f.at instanceof Date ? f.at.toISOString() : f.at,
-      })))}::jsonb) AS x (id uuid, key text, by int, at timestamptz)
+      }))), list.length, 'x (id uuid, key text, by int, at timestamptz)')} AS x
       JOIN email_send_log l ON l.id = x.id
      GROUP BY 1, 2, 3, 4, 5`.execute(db);
 }
