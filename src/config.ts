@@ -54,6 +54,8 @@ export type Config = {
   retryJitter: number;
   /** Seconds after which a send left in `sending` (a worker died mid-send) is marked failed, never resent. */
   sendLeaseSeconds: number;
+  /** Messages one pooled SMTP connection carries before it is closed and a new one opened (nodemailer's maxMessages). */
+  smtpMessagesPerConnection: number;
   /** Caps on parsing and rendering templates (RENDER_* variables; lib/render-limits.ts). */
   render: RenderLimits;
 
@@ -202,6 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookPausedBacklogMax = int(env, 'WEBHOOK_PAUSED_BACKLOG_MAX', 100_000, 1, 10_000_000);
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
+  const smtpMessagesPerConnection = int(env, 'SMTP_MESSAGES_PER_CONNECTION', 100, 1, 100_000);
   const retryJitter = int(env, 'RETRY_JITTER_PERCENT', 20, 0, 50) / 100;
   const intake = loadIntakeConfig(env, (name, fallback, min, max) => int(env, name, fallback, min, max), (m) => new ConfigError(m));
   const inbound = loadInboundConfig((name, fallback, min, max) => int(env, name, fallback, min, max), (name) => str(env, name), (m) => new ConfigError(m));
@@ -231,7 +234,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serviceName, logLevel, logFormat, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
     webhookConcurrency,
-    sendRetryDelays, sendLeaseSeconds, retryJitter,
+    sendRetryDelays, sendLeaseSeconds, smtpMessagesPerConnection, retryJitter,
     webhookPausedBacklogDays,
     webhookPausedBacklogMax,
     render,

@@ -75,19 +75,26 @@ type Account = {
 // so a new password or host takes effect without a restart. The promise is
 // cached, so the concurrent sends of a batch share one pool, not one each.
 // Every connection of a pool goes through the address guard of `allow`.
-const transports = new Map<string, { version: number; allow: AllowList; transport: Promise<Transporter> }>();
+// A connection carries `perConnection` messages (SMTP_MESSAGES_PER_CONNECTION),
+// then the pool opens a new one: relays cap messages per connection (some at 25
+// or 50), and a message past the cap gets a temporary refusal, so a deferral.
+const transports = new Map<string, { version: number; allow: AllowList; perConnection: number; transport: Promise<Transporter> }>();
 
-function transportFor(db: Db, appSecret: string, teamId: string, account: Account, allow: AllowList): Promise<Transporter> {
+function transportFor(
+  db: Db, appSecret: string, teamId: string, account: Account, allow: AllowList, perConnection: number,
+): Promise<Transporter> {
   const version = account.updated_at.getTime();
   const cached = transports.get(account.id);
-  if (cached && cached.version === version && cached.allow === allow) return cached.transport;
+  if (cached && cached.version === version && cached.allow === allow && cached.perConnection === perConnection) return cached.transport;
   cached?.transport.then((t) => t.close(), () => {});
   const transport = getMailAccountPassword(db, appSecret, teamId, account.id).then((password) => {
-    const t = nodemailer.createTransport({ ...transportOptions(account, password, allow), pool: true, maxConnections: SMTP_CONNECTIONS });
+    const t = nodemailer.createTransport({
+      ...transportOptions(account, password, allow), pool: true, maxConnections: SMTP_CONNECTIONS, maxMessages: perConnection,
+    });
     installDkimSigner(t);
     return t;
   });
-  transports.set(account.id, { version, allow, transport });
+  transports.set(account.id, { version, allow, perConnection, transport });
   transport.catch(() => transports.get(account.id)?.transport === transport && transports.delete(account.id));
   return transport;
 }
@@ -210,7 +217,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       }
       let outcome: Outcome;
       try {
-        const transport = await transportFor(db, appSecret!, row.team_id, account, allow);
+        const transport = await transportFor(db, appSecret!, row.team_id, account, allow, config.smtpMessagesPerConnection);
         const dkim: DkimOption = { signatures: signaturesFor(account.dkim, signing.keys, account.from_email), onErrors: signing.onErrors };
         const info = await transport.sendMail({ ...message, [DKIM_OPTION]: dkim } as typeof message);
         outcome = { kind: 'sent', response: String(info.response ?? '') };
