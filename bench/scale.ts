@@ -214,11 +214,13 @@ export async function run(opts: BenchOptions): Promise<void> {
             (SELECT count(*) FROM email_send_log WHERE team_id = $1) AS messages, pg_size_pretty(pg_database_size(current_database())) AS bytes`,
     [team.id],
   );
-  // The same warm-up as before the empty phase. Without it the filled phase's
-  // first sends paid for something once after the fill (its first three sends
-  // 130-141 ms, the other 97 19-46 ms, one 5 s run), which made its p99 of 100
-  // sends x2.8-3.7 the empty one's in CI; over 15 s (300 sends) it was x1.12.
-  // The goal is about plans and indexes as data grows, not that one-time cost.
+  // The same warm-up as before the empty phase, so both phases start alike.
+  // It was added for the filled phase's first three sends (130-141 ms against
+  // 19-46 ms); those were most likely an SMTP reconnect (the pool opens a new
+  // connection every SMTP_MESSAGES_PER_CONNECTION messages and the sink waits
+  // 100 ms before its greeting), which this moves rather than removes: where it
+  // falls in a phase depends on the messages sent before (docs/operations.md,
+  // "Reading its campaign p99").
   log('scale: warm-up on the filled database (2 s of campaign sends)');
   await victimPhase({ origin: service.origin, key, seconds: 2, pingRate: PING_RATE, sendRate: SEND_RATE, tag: 'warm-filled' });
   const loaded = await measure('filled');

@@ -17,6 +17,9 @@ function statFields(text: string): { comm: string; fields: string[] } | undefine
   return { comm: text.slice(open + 1, close), fields: text.slice(close + 2).split(' ') };
 }
 
+/** User plus system CPU seconds of a /proc stat line's fields. */
+const cpuSecondsOf = (fields: string[]): number => (Number(fields[11]) + Number(fields[12])) / TICKS;
+
 function readStat(pid: number): { comm: string; fields: string[] } | undefined {
   try {
     return statFields(readFileSync(`/proc/${pid}/stat`, 'latin1'));
@@ -60,7 +63,7 @@ export function postgresCpuSeconds(postmaster: number): number | undefined {
 /** CPU seconds (user + system, all its threads) used so far by one live process; undefined when gone or without /proc. */
 export function processCpuSeconds(pid: number): number | undefined {
   const s = readStat(pid);
-  return s ? (Number(s.fields[11]) + Number(s.fields[12])) / TICKS : undefined;
+  return s ? cpuSecondsOf(s.fields) : undefined;
 }
 
 /**
@@ -86,7 +89,7 @@ export function threadCpuSeconds(pid: number): Map<string, { name: string; secon
     } catch {
       continue; // ended meanwhile
     }
-    if (s) out.set(tid, { name: s.comm, seconds: (Number(s.fields[11]) + Number(s.fields[12])) / TICKS });
+    if (s) out.set(tid, { name: s.comm, seconds: cpuSecondsOf(s.fields) });
   }
   return out;
 }
