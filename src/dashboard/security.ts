@@ -8,7 +8,7 @@
 // sign-in, of a random pre-session cookie), checked on every POST. A page of
 // another site cannot read it, and SameSite=Lax already keeps the session cookie
 // off cross-site POSTs: two independent defences.
-import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { findSession, SESSION_DAYS, type SessionUser } from './users.ts';
 
@@ -23,14 +23,14 @@ declare module 'fastify' {
 
 export class DashboardKeys {
   readonly cookie: string;
-  readonly csrf: Buffer;
+  readonly csrf: KeyObject;
   readonly secure: boolean;
   constructor(appSecret: string, publicUrl: string) {
     // Separate keys per purpose, derived from APP_SECRET, so no value signed for
     // one use verifies for another.
     const derive = (info: string) => Buffer.from(hkdfSync('sha256', appSecret, 'plover-dashboard', info, 32));
     this.cookie = derive('cookie').toString('hex');
-    this.csrf = derive('csrf');
+    this.csrf = createSecretKey(derive('csrf'));
     this.secure = publicUrl.startsWith('https:');
   }
 }

@@ -5,15 +5,16 @@
 // id, cut to 64 bits: nobody can make an address for a message (or a kind) we
 // did not sign, and the listener refuses at RCPT every address that does not
 // verify. Local parts are compared case-insensitively (some MTAs change case).
-import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, hkdfSync, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 export type InboundAddress = { type: 'bounce' | 'reply'; message_id: string } | { type: 'fbl' };
 
-const keys = new Map<string, Buffer>();
-function keyFor(secret: string): Buffer {
+// KeyObjects: a Buffer key costs a key object per createHmac (tracking-links.ts).
+const keys = new Map<string, KeyObject>();
+function keyFor(secret: string): KeyObject {
   let k = keys.get(secret);
   if (!k) {
-    k = Buffer.from(hkdfSync('sha256', secret, 'plover', 'inbound-address-v1', 32));
+    k = createSecretKey(Buffer.from(hkdfSync('sha256', secret, 'plover', 'inbound-address-v1', 32)));
     keys.set(secret, k);
   }
   return k;
