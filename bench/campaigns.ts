@@ -39,7 +39,7 @@ import { closeTransports } from '../src/mail/send.ts';
 import { activateDkimKey, createDkimKey, type DkimAlgorithm } from '../src/mail/dkim.ts';
 import { transportOptions } from '../src/mail/transport.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
-import { localPostmaster, postgresCpuSeconds } from './lib/cpu.ts';
+import { localPostmaster, postgresCpuSeconds, threadCpuMeter } from './lib/cpu.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
 import { timeQueries } from './lib/query-time.ts';
 import { loopDelayMeter } from './lib/loop-delay.ts';
@@ -209,12 +209,14 @@ export async function run(opts: BenchOptions): Promise<void> {
   await sql`VACUUM ANALYZE`.execute(db);
   opts.log('campaigns: engine drains them');
   const cpu0 = await cpu();
+  const threads0 = threadCpuMeter(process.pid);
   const stopTiming = timeQueries();
   const t1 = performance.now();
   await start();
   await waitForSink(n, 'engine');
   const engineS = (performance.now() - t1) / 1000;
   const engineCpu = (await cpu()).minus(cpu0);
+  const engineThreads = threads0();
   const signatures = ((await (await fetch(`${sink.origin}/count`)).json()) as { signatures: number }).signatures;
   if (signatures !== n * algorithms.length) throw new Error(`--dkim ${dkim}: ${signatures} DKIM signatures at the sink, expected ${n * algorithms.length}`);
   opts.log(`campaigns: engine sent ${fmt(n, 0)} e-mails in ${fmt(engineS, 2)} s: ${fmt(n / engineS, 0)}/s (DKIM: ${dkim}, ${fmt(signatures, 0)} signatures)`);
@@ -342,6 +344,15 @@ export async function run(opts: BenchOptions): Promise<void> {
     ),
   );
   console.log(`goal: ratio >= ${GOAL_RATIO}: ${ratio >= GOAL_RATIO ? 'met' : 'MISSED'}`);
+  // Where this process's CPU went, per e-mail, by thread (/proc task names):
+  // the worker's event loop, V8's platform threads (GC, compiling) and the
+  // untrusted pool's threads (rendering). The baseline's process does what
+  // nodemailer does; the engine's main thread does that and the rest.
+  const perMail = (s: number | undefined, count: number) => (s === undefined ? 'n/a' : `${fmt((s * 1e6) / count, 0)} µs`);
+  const th = (name: string) => engineThreads?.get(name);
+  console.log(`engine run, CPU per e-mail: this process ${perMail(engineCpu.self, n)} (main thread ${perMail(th('MainThread'), n)}, ` +
+    `V8 platform threads ${perMail(th('V8Worker'), n)}, pool threads ${perMail(th('WorkerThread'), n)}), ` +
+    `PostgreSQL ${perMail(engineCpu.postgres, n)}; baseline, this process: ${perMail(baselineCpu.self, n)}`);
   console.log(`\nengine run: wall time of the worker's statements (summed over connections, waits included), per e-mail:`);
   console.log(
     table(
@@ -434,7 +445,7 @@ function cpuProbe(sink: ServerProcess, postmaster: number | undefined) {
           sink: sample.sink - b.sample.sink,
           postgres: sample.postgres === undefined || b.sample.postgres === undefined ? undefined : sample.postgres - b.sample.postgres,
         };
-        return { cells: () => [fmt(d.bench, 1), fmt(d.sink, 1), d.postgres === undefined ? 'n/a' : fmt(d.postgres, 1)] };
+        return { self: d.bench, postgres: d.postgres, cells: () => [fmt(d.bench, 1), fmt(d.sink, 1), d.postgres === undefined ? 'n/a' : fmt(d.postgres, 1)] };
       },
       sample,
     };
