@@ -28,6 +28,7 @@ import { loadConfig } from '../src/config.ts';
 import { emit, type NewEvent } from '../src/events/emit.ts';
 import { createTeam } from '../src/teams/queries.ts';
 import { createWebhook, openSecret, webhookSecretBox } from '../src/webhooks/queries.ts';
+import { cpuMeter, localPostmaster, threadCpuMeter, type CpuSpent } from './lib/cpu.ts';
 import { fmt, round, table } from './lib/report.ts';
 import { startServer } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -60,6 +61,14 @@ export async function run(opts: BenchOptions): Promise<void> {
   await sql`UPDATE webhooks SET url = ${receiver.origin} || '/hook/' || id`.execute(db);
   const stats = async (): Promise<Stats> => (await (await fetch(`${receiver.origin}/stats`)).json()) as Stats;
   const reset = () => fetch(`${receiver.origin}/reset`, { method: 'POST' });
+  // CPU of this process (worker or undici; by thread), the receiver and a local PostgreSQL, per phase.
+  const { rows: backend } = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db);
+  const postmaster = localPostmaster(backend[0]!.pid);
+  const meter = () => {
+    const processes = cpuMeter([process.pid, receiver.pid], postmaster);
+    const threads = threadCpuMeter(process.pid);
+    return () => ({ spent: processes(), threads: threads() });
+  };
   const waitFor = async (unique: number, timeoutMs: number): Promise<Stats> => {
     const deadline = Date.now() + timeoutMs;
     let s = await stats();
@@ -106,7 +115,9 @@ export async function run(opts: BenchOptions): Promise<void> {
   opts.log('baseline: raw undici (warm-up, then measured)');
   await raw();
   await reset();
+  const rawCpu = meter();
   const rawMs = await raw();
+  const rawSpent = rawCpu();
   const rawStats = await stats();
   if (rawStats.bad > 0) throw new Error(`receiver refused ${rawStats.bad} baseline signatures`);
 
@@ -134,13 +145,15 @@ export async function run(opts: BenchOptions): Promise<void> {
   const measure = async (label: string, teamId: string, deliveries: number) => {
     await reset();
     opts.log(`${label}: ${n} events, ${deliveries} deliveries`);
+    const cpu = meter();
     const started = performance.now();
     await emitAll(teamId, n);
     const s = await waitFor(deliveries, 600_000);
     const ms = performance.now() - started;
+    const spent = cpu();
     if (s.unique < deliveries) throw new Error(`${label}: only ${s.unique} of ${deliveries} deliveries arrived`);
     if (s.bad > 0) throw new Error(`${label}: ${s.bad} deliveries failed signature verification`);
-    return { ms, s };
+    return { ms, s, spent };
   };
   const one = await measure('one webhook', single.id, n);
   const ten = await measure('10 webhooks', fan.id, 10 * n);
@@ -160,6 +173,21 @@ export async function run(opts: BenchOptions): Promise<void> {
         ['events -> 10 webhooks', String(10 * n), fmt(rate(10 * n, ten.ms), 0), fmt(round(rate(10 * n, ten.ms) / rawRate, 2), 2), String(ten.s.count - ten.s.unique)],
       ],
       ['left', 'right', 'right', 'right', 'right'],
+    ),
+  );
+  // Where the CPU went, per delivery: on two cores shared by every process, the
+  // path's rate is about the inverse of its CPU per delivery.
+  const us = (s: number | undefined, count: number) => (s === undefined ? 'n/a' : fmt((s * 1e6) / count, 0));
+  const cpuRow = (label: string, count: number, r: { spent: CpuSpent; threads: Map<string, number> | undefined }) => [
+    label, us(r.spent.processes[0], count), us(r.threads?.get('MainThread'), count), us(r.threads?.get('V8Worker'), count),
+    us(r.spent.processes[1], count), us(r.spent.postgres, count), us(r.spent.machine, count),
+  ];
+  console.log('\nCPU per delivery, µs (this process: the worker, or undici for the baseline; machine: every process on it):');
+  console.log(
+    table(
+      ['path', 'this process', 'of which main thread', 'V8 platform threads', 'receiver', 'PostgreSQL', 'machine'],
+      [cpuRow('raw undici (baseline)', n, rawSpent), cpuRow('1 webhook', n, one.spent), cpuRow('10 webhooks', 10 * n, ten.spent)],
+      ['left', 'right', 'right', 'right', 'right', 'right', 'right'],
     ),
   );
 
