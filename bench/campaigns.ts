@@ -24,6 +24,7 @@
 //               running; latency = the message's arrival at the sink - the
 //               moment its event's transaction committed (both Date.now() on
 //               this machine), joined by Message-ID → email_send_log → event.
+import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
 import nodemailer from 'nodemailer';
@@ -39,7 +40,7 @@ import { closeTransports } from '../src/mail/send.ts';
 import { activateDkimKey, createDkimKey, type DkimAlgorithm } from '../src/mail/dkim.ts';
 import { transportOptions } from '../src/mail/transport.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
-import { localPostmaster, postgresCpuSeconds, threadCpuMeter } from './lib/cpu.ts';
+import { cpuMeter, localPostmaster, postgresCpuSeconds, threadCpuMeter } from './lib/cpu.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
 import { timeQueries } from './lib/query-time.ts';
 import { loopDelayMeter } from './lib/loop-delay.ts';
@@ -255,6 +256,9 @@ export async function run(opts: BenchOptions): Promise<void> {
   const inflight: Promise<void>[] = [];
   const stopSteadyTiming = timeQueries();
   const loopDelay = loopDelayMeter(10);
+  // CPU over the steady phase: this process (the worker), the ingesting process, the sink, PostgreSQL, the machine.
+  const steadyCpu = cpuMeter([process.pid, source.pid, sink.pid], postmaster);
+  const steadyThreads = threadCpuMeter(process.pid);
   const t2 = performance.now();
   for (let i = 0; i < ticks; i++) {
     // Open loop: a slow commit does not slow the arrival of the next events.
@@ -265,6 +269,9 @@ export async function run(opts: BenchOptions): Promise<void> {
   await Promise.all(inflight);
   const offeredS = (performance.now() - t2) / 1000;
   await waitForSink(steady.length, 'latency', 30_000);
+  const steadyS = (performance.now() - t2) / 1000;
+  const steadySpent = steadyCpu();
+  const steadyByThread = steadyThreads();
   const steadyTimes = stopSteadyTiming();
   const loop = loopDelay.read();
   loopDelay.stop();
@@ -379,6 +386,14 @@ export async function run(opts: BenchOptions): Promise<void> {
     ),
   );
   console.log(`goal: p99 < ${GOAL_P99_MS} ms: ${p99 < GOAL_P99_MS ? 'met' : 'MISSED'}`);
+  {
+    const m = steady.length;
+    const th = (name: string) => perMail(steadyByThread?.get(name), m);
+    const [worker, ingester, smtp] = steadySpent.processes;
+    console.log(`latency run, CPU per event: worker ${perMail(worker, m)} (main thread ${th('MainThread')}, V8 platform threads ${th('V8Worker')}, ` +
+      `pool threads ${th('WorkerThread')}), ingesting process ${perMail(ingester, m)}, sink ${perMail(smtp, m)}, PostgreSQL ${perMail(steadySpent.postgres, m)}; ` +
+      `machine busy ${steadySpent.machine === undefined ? 'n/a' : fmt(steadySpent.machine / steadyS, 2)} of ${availableParallelism()} cores`);
+  }
   console.log(`worker process event-loop delay (past the 10 ms timer): p50 ${fmt(loop.p50, 0)} ms, p99 ${fmt(loop.p99, 0)} ms, max ${fmt(loop.max, 0)} ms`);
   console.log(`\nlatency run: wall time of the worker's statements per event:`);
   console.log(
