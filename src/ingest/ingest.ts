@@ -101,10 +101,32 @@ async function checkAttribution(tx: Tx, teamId: string, p: Record<string, unknow
   if (details.length) throw validationFailed(details, 'invalid event');
 }
 
+/**
+ * A `contact.saved` without an idempotency key: it cannot repeat an earlier
+ * event, and its payload names no row made for it, so the contact comes first
+ * and the event row is written once, complete. The general path inserts the row
+ * first (to claim its key) and fills it in after: an UPDATE that writes the row,
+ * and an entry in each of the events table's indexes, a second time.
+ */
+async function ingestSaved(db: Db, teamId: string, email: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
+  return db.transaction().execute(async (tx) => {
+    const contact = await ensureContact(tx, teamId, email);
+    const { rows } = await sql<{ id: string }>`${sql.raw(PREPARED)}
+      INSERT INTO events (team_id, name, contact_id, payload, occurred_at, input)
+      VALUES (${teamId}, 'contact.saved', ${contact.id}, ${JSON.stringify(savedPayload(contact))}::jsonb,
+              coalesce(${input.occurred_at ?? null}::timestamptz, now()),
+              ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb)
+      RETURNING id`.execute(tx);
+    await enqueueEventProcessing(tx, [rows[0]!.id]);
+    return { eventId: rows[0]!.id, duplicate: false };
+  });
+}
+
 /** Records one ingested event with its effects; a repeated idempotency_key returns the first event and does nothing. */
 export async function ingestEvent(db: Db, teamId: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
   const email = input.email === undefined ? undefined : normalizeEmail(input.email);
   const p = input.payload ?? {};
+  if (input.event_name === 'contact.saved' && input.idempotency_key == null && email) return ingestSaved(db, teamId, email, input);
   return db.transaction().execute(async (tx) => {
     if (input.event_name === 'lead.created' || input.event_name === 'sale.created') await checkAttribution(tx, teamId, p);
     const ev = await claimEvent(tx, { teamId, name: input.event_name, key: input.idempotency_key, occurredAt: input.occurred_at, input: input.payload ?? null });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { closeTransports } from '../../src/mail/send.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 import { byText } from '../lib/order.ts';
@@ -45,6 +46,53 @@ describe('event ingestion', () => {
     assert.equal(ev.processed_at, null);
     await drain(t);
     assert.match((await a.get(`/email/events/${body.event_id}`)).json().event.processed_at, /Z$/);
+  });
+
+  /** The texts of the statements `fn` sends (every pooled client calls the prototype's method, src/db/pool.ts). */
+  async function statements(fn: () => Promise<unknown>): Promise<string[]> {
+    const seen: string[] = [];
+    // oxlint-disable-next-line typescript/unbound-method -- restored below, called with .apply(this)
+    const original = pg.Client.prototype.query;
+    (pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
+      const config = args[0] as string | { text?: string };
+      const text = typeof config === 'string' ? config : config?.text;
+      if (typeof text === 'string') seen.push(text.replace(/\s+/g, ' ').trim());
+      return (original as (...a: unknown[]) => unknown).apply(this, args);
+    };
+    try {
+      await fn();
+    } finally {
+      pg.Client.prototype.query = original;
+    }
+    return seen;
+  }
+
+  test('a contact.saved without a key writes its event row once, complete; with a key the row claims the key first', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    const writes = (texts: string[]) => texts.filter((x) => /^(\/\* prepared \*\/ )?(INSERT INTO|UPDATE) events\b/i.test(x)).map((x) => x.replace(/^\/\* prepared \*\/ /, '').split(' ').slice(0, 3).join(' '));
+    let id = '';
+    const plain = await statements(async () => {
+      const res = await a.post('/email/events', { event_name: 'contact.saved', email: 'once@example.com', payload: { n: 1 } });
+      assert.equal(res.statusCode, 202, res.body);
+      id = res.json().event_id;
+    });
+    assert.deepEqual(writes(plain), ['INSERT INTO events'], plain.join('\n'));
+    const contact = await contactByEmail(t, teamId, 'once@example.com');
+    const { rows } = await t.database.pool.query('SELECT contact_id, payload, input, processed_at FROM events WHERE id = $1', [id]);
+    assert.equal(rows[0].contact_id, contact.id);
+    assert.equal(rows[0].payload.contact_id, contact.id);
+    assert.equal(rows[0].payload.email, 'once@example.com');
+    assert.deepEqual(rows[0].input, { n: 1 });
+    assert.equal(rows[0].processed_at, null);
+
+    const keyed = await statements(async () => {
+      const first = await a.post('/email/events', { event_name: 'contact.saved', email: 'once@example.com', idempotency_key: 'saved-1' });
+      const again = await a.post('/email/events', { event_name: 'contact.saved', email: 'once@example.com', idempotency_key: 'saved-1' });
+      assert.equal(again.json().event_id, first.json().event_id);
+    });
+    assert.deepEqual(writes(keyed), ['INSERT INTO events', 'UPDATE events SET', 'INSERT INTO events'], keyed.join('\n'));
+    assert.equal(await count(`SELECT count(*) AS n FROM events WHERE team_id = $1 AND name = 'contact.saved'`, [teamId]), 2);
   });
 
   test('the same idempotency_key returns the first id and does nothing more, also when sent concurrently', async () => {
