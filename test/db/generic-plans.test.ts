@@ -1,0 +1,64 @@
+// A prepared statement saves its planning only when PostgreSQL switches it to a
+// generic plan, which it does after five executions if that plan is estimated
+// no costlier than a custom one. Keyed by `= ANY ($1::uuid[])`, the custom plan
+// sees the array's length and always wins, so the statement is planned again
+// at every execution. The process_events job, one per ingested event, names a
+// single event as a scalar (src/events/process.ts) so that its two statements
+// are planned once per connection (keyed by a one-element array instead, both
+// made 12 custom plans of 12 here). Every statement runs on one connection,
+// whose pg_prepared_statements counts the plans it made.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { createDb, createPool, type Db } from '../../src/db/pool.ts';
+import { processEventsTask } from '../../src/events/process.ts';
+import { createTestDatabase, makeTeam, type TestDatabase } from '../helpers.ts';
+
+let database: TestDatabase;
+let one: { pool: ReturnType<typeof createPool>; db: Db };
+before(async () => {
+  database = await createTestDatabase();
+  const pool = createPool(database.url, 1);
+  one = { pool, db: createDb(pool) };
+  // A table of some size, analysed: on a near-empty one every plan costs the
+  // same and even the array form goes generic.
+  const other = await makeTeam(database.db, 'other');
+  await sql`
+    INSERT INTO events (team_id, name, payload, processed_at)
+    SELECT ${other.teamId}::uuid, 'contact.deleted', '{}'::jsonb, now() FROM generate_series(1, 20000)`.execute(database.db);
+  await sql`ANALYZE events`.execute(database.db);
+});
+after(async () => {
+  await one.db.destroy();
+  await database.drop();
+});
+
+type PlanCount = { statement: string; generic_plans: number; custom_plans: number };
+
+async function planCounts(pattern: string): Promise<PlanCount[]> {
+  const { rows } = await sql<PlanCount>`
+    SELECT statement, generic_plans::int, custom_plans::int FROM pg_prepared_statements
+     WHERE statement LIKE ${pattern} ORDER BY statement`.execute(one.db);
+  return rows;
+}
+
+test('a process_events job of one event runs its prepared statements on generic plans', async () => {
+  const { teamId } = await makeTeam(database.db);
+  const { rows } = await sql<{ id: string }>`
+    INSERT INTO events (team_id, name, payload) SELECT ${teamId}::uuid, 'contact.deleted', '{}'::jsonb FROM generate_series(1, 12)
+    RETURNING id`.execute(database.db);
+  let handled = 0;
+  const task = processEventsTask(one.db, [async (events) => void (handled += events.length)]);
+  for (const { id } of rows) await task({ event_ids: [id] }, {} as never);
+  assert.equal(handled, 12);
+  const { rows: left } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE team_id = ${teamId} AND processed_at IS NULL`.execute(database.db);
+  assert.equal(left[0]!.n, 0, 'every event marked processed');
+
+  const counts = await planCounts('/* prepared */%FROM events%');
+  assert.equal(counts.length, 2, JSON.stringify(counts));
+  for (const c of counts) {
+    assert.equal(c.generic_plans + c.custom_plans, 12, c.statement);
+    // Five custom plans, then the generic one for good.
+    assert.ok(c.generic_plans >= 7, `${c.statement}: ${c.generic_plans} generic, ${c.custom_plans} custom`);
+  }
+});
