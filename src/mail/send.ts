@@ -80,9 +80,10 @@ type Account = {
 // or 50), and a message past the cap gets a temporary refusal, so a deferral.
 const transports = new Map<string, { version: number; allow: AllowList; perConnection: number; transport: Promise<Transporter> }>();
 
-function transportFor(
-  db: Db, appSecret: string, teamId: string, account: Account, allow: AllowList, perConnection: number,
-): Promise<Transporter> {
+/** Where a pool's password comes from (the account's team) and how its connections are made. */
+type PoolSettings = { db: Db; appSecret: string; teamId: string; allow: AllowList; perConnection: number };
+
+function transportFor(account: Account, { db, appSecret, teamId, allow, perConnection }: PoolSettings): Promise<Transporter> {
   const version = account.updated_at.getTime();
   const cached = transports.get(account.id);
   if (cached && cached.version === version && cached.allow === allow && cached.perConnection === perConnection) return cached.transport;
@@ -217,7 +218,9 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       }
       let outcome: Outcome;
       try {
-        const transport = await transportFor(db, appSecret!, row.team_id, account, allow, config.smtpMessagesPerConnection);
+        const transport = await transportFor(account, {
+          db, appSecret: appSecret!, teamId: row.team_id, allow, perConnection: config.smtpMessagesPerConnection,
+        });
         const dkim: DkimOption = { signatures: signaturesFor(account.dkim, signing.keys, account.from_email), onErrors: signing.onErrors };
         const info = await transport.sendMail({ ...message, [DKIM_OPTION]: dkim } as typeof message);
         outcome = { kind: 'sent', response: String(info.response ?? '') };
