@@ -11,6 +11,7 @@ import { createHmac } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
+import { recordset } from '../db/recordset.ts';
 import { AppError } from '../lib/errors.ts';
 import { paginate } from '../lib/paginate.ts';
 import { escapeLike, normalizeEmail } from '../lib/text.ts';
@@ -269,7 +270,7 @@ export async function addSuppressions(
   let contactsChanged = 0;
   if (mirror.length > 0) {
     const res = await sql`
-      WITH x AS (SELECT * FROM jsonb_to_recordset(${JSON.stringify(mirror)}::jsonb) AS x (email text, status text)),
+      WITH x AS (SELECT * FROM ${recordset(JSON.stringify(mirror), mirror.length, 'x (email text, status text)')} AS x),
       locked AS (
         SELECT k.id FROM contacts k JOIN x ON k.email = x.email
          WHERE k.team_id = ${teamId} AND k.status = 'active' ORDER BY k.id FOR NO KEY UPDATE

@@ -13,6 +13,7 @@ import pg from 'pg';
 import { claimManyForSmtp } from '../../src/mail/daily-usage.ts';
 import { recordResults, type SendResult } from '../../src/mail/send-record.ts';
 import { addMessageFacts } from '../../src/stats/deltas.ts';
+import { addSuppressions } from '../../src/contacts/suppressions.ts';
 import { recordset } from '../../src/db/recordset.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { insertAccount } from '../engine/fixtures.ts';
@@ -126,4 +127,19 @@ test('message facts (statistics) join the log by its primary key', async () => {
   const sent = await captured(/INSERT INTO stats_deltas/, () => addMessageFacts(t.database.db, ids.map((r) => ({ messageId: r.id, key: 'delivered', at: new Date() }))));
   assert.equal(sent.length, 1);
   assert.deepEqual(await seqScans(sent[0]!), []);
+});
+
+test('adding suppressions reaches the team\'s contacts by their address, not by a scan', async () => {
+  const emails = ['c11@example.com', 'c12@example.com', 'c13@example.com'];
+  let result: Awaited<ReturnType<typeof addSuppressions>> | undefined;
+  const sent = await captured(/UPDATE contacts k SET status/, () =>
+    t.database.db.transaction().execute(async (tx) => {
+      result = await addSuppressions(tx, teamId, emails.map((email) => ({ email, reason: 'unsubscribed' as const })));
+    }));
+  assert.equal(result!.contacts_changed, 3);
+  assert.equal(sent.length, 1);
+  assert.deepEqual(await seqScans(sent[0]!), []);
+  const { rows } = await sql<{ status: string }>`
+    SELECT status FROM contacts WHERE team_id = ${teamId}::uuid AND email = ANY (${emails}::text[])`.execute(t.database.db);
+  assert.deepEqual(rows.map((r) => r.status), ['unsubscribed', 'unsubscribed', 'unsubscribed']);
 });
