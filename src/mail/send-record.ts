@@ -75,7 +75,8 @@ const json = (v: unknown) => JSON.stringify(v);
 
 /**
  * Records every result of a batch in one transaction, then adds the batch to
- * the campaign's counters in a second, short one. The counter rows are shared
+ * the campaign's counters in a second, short one (none when no message of the
+ * batch belongs to a campaign: transactional mail). The counter rows are shared
  * by every batch of a campaign; held through a durable commit (an fsync) their
  * locks queued the batches behind each other (p99 3 s at 200 events/s in
  * bench/campaigns.ts). The second transaction commits without waiting for the
@@ -87,6 +88,8 @@ const json = (v: unknown) => JSON.stringify(v);
 export async function recordResults(db: Db, config: Config, results: SendResult[]): Promise<void> {
   if (results.length === 0) return;
   const hot = await retryOnConflict(() => db.transaction().execute((tx) => recordTx(tx, config, results)));
+  // Nothing to add (transactional mail, or no message reached SMTP): no second transaction.
+  if (hot.sends.size === 0 && hot.campaigns.size === 0) return;
   await retryOnConflict(() =>
     db.transaction().execute(async (tx) => {
       await sql`SET LOCAL synchronous_commit = off`.execute(tx);

@@ -291,7 +291,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       if (!claimed.has(id)) await reapStale(db, id, config.sendLeaseSeconds).catch((err) => void (busy ??= err));
     }
     // Every write of this job has committed: a broadcast whose last messages these were is complete.
-    await completeSendsOfMessages(db, ids);
+    // A job whose rows were all loaded and none belongs to a campaign send (transactional mail) has none to complete.
+    if (rows.length < ids.length || rows.some((r) => r.campaign_send_id !== null)) await completeSendsOfMessages(db, ids);
     if (busy) throw busy;
   };
 }
