@@ -3,6 +3,7 @@
 // is retried whole (graphile-worker backoff), so a handler may see an event twice.
 import type { Task } from 'graphile-worker';
 import { sql } from 'kysely';
+import { idIn } from '../db/ids.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
 
 export type EventRow = {
@@ -26,7 +27,7 @@ export function processEventsTask(db: Db, handlers: EventHandler[]): Task<'proce
     // Processed already (with another job's batch, or by an earlier run of this one): nothing left to do.
     const { rows: events } = await sql<EventRow>`${sql.raw(PREPARED)}
       SELECT id, team_id, name, contact_id, payload, occurred_at, created_at, decided_at FROM events
-       WHERE ${byIds(ids)} AND processed_at IS NULL ORDER BY id`.execute(db);
+       WHERE ${idIn('id', ids)} AND processed_at IS NULL ORDER BY id`.execute(db);
     if (events.length === 0) return;
     for (const handle of handlers) await handle(events as EventRow[]);
     // Rows locked right now belong to a campaign decider that took these events
@@ -35,18 +36,7 @@ export function processEventsTask(db: Db, handlers: EventHandler[]): Task<'proce
     // a worker slot).
     await sql`${sql.raw(PREPARED)}
       UPDATE events SET processed_at = now()
-       WHERE id IN (SELECT id FROM events WHERE ${byIds(ids)} AND processed_at IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
+       WHERE id IN (SELECT id FROM events WHERE ${idIn('id', ids)} AND processed_at IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
   };
 }
 
-/**
- * The job's events by id. A job of one event (every POST /email/events makes
- * one) names it as a scalar: PostgreSQL keeps a prepared statement's generic
- * plan only when it is estimated no costlier than a custom one, and with
- * `= ANY ($1)` the custom plan (which sees one element) always is, so such a
- * statement is planned again at every execution (pg_prepared_statements:
- * generic_plans 0). With `= $1` it is planned once per connection.
- */
-function byIds(ids: string[]) {
-  return ids.length === 1 ? sql`id = ${ids[0]}::uuid` : sql`id = ANY (${ids}::uuid[])`;
-}

@@ -34,6 +34,7 @@ import { ALL_MAIL_REASONS, emailHmac, SUPPRESSION_REASONS, type SuppressionReaso
 import { transportOptions, type MailSecurity } from './transport.ts';
 import { loadSigningKeys, signaturesFor, type ActiveKey } from './dkim.ts';
 import { DKIM_OPTION, installDkimSigner, type DkimOption } from './dkim-sign.ts';
+import { idIn } from '../db/ids.ts';
 
 /** Sends whose messages wait while the send is paused: broadcasts and automation sends (their lists are written ahead). */
 const listedSend = (type: string | null | undefined) => type === 'broadcast' || type === 'automation';
@@ -415,6 +416,18 @@ type Context = {
   campaign: { id: string; name: string } | null;
 };
 
+/**
+ * The batch's ids and address hashes as `h (id, hmac)`. One row (every
+ * transactional message is a job of its own) is written as scalars, as
+ * idIn() does: keyed by arrays, the prepared statement would plan its seven
+ * joins at every execution (src/db/ids.ts).
+ */
+function rowsOf(ids: string[], hmacs: string[]) {
+  return ids.length === 1
+    ? sql`(SELECT ${ids[0]}::uuid AS id, ${hmacs[0]}::text AS hmac) AS h`
+    : sql`unnest(${ids}::uuid[], ${hmacs}::text[]) AS h (id, hmac)`;
+}
+
 /** What each claimed row needs to be sent, in one statement; a string says why it cannot be. */
 async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Promise<Map<string, Context | string>> {
   // Erased addresses are kept as their keyed hash only: matched by it.
@@ -441,14 +454,14 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
                AND s.reason = ANY (CASE WHEN l.source = 'transactional' THEN ${ALL_MAIL_REASONS}::text[] ELSE ${SUPPRESSION_REASONS}::text[] END)
              ORDER BY array_position(${SUPPRESSION_REASONS}::text[], s.reason) DESC LIMIT 1) AS suppressed
       FROM email_send_log l
-      JOIN unnest(${claimed.map((r) => r.id)}::uuid[], ${hmacs}::text[]) AS h (id, hmac) ON h.id = l.id
+      JOIN ${rowsOf(claimed.map((r) => r.id), hmacs)} ON h.id = l.id
       LEFT JOIN contacts k ON k.id = l.contact_id AND k.team_id = l.team_id
       LEFT JOIN mail_accounts a ON a.id = l.mail_account_id AND a.team_id = l.team_id
       LEFT JOIN templates t ON t.id = l.template_id AND t.team_id = l.team_id
       LEFT JOIN campaign_sends s ON s.id = l.campaign_send_id AND s.team_id = l.team_id
       LEFT JOIN events e ON e.id = l.event_id AND e.team_id = l.team_id
       LEFT JOIN campaigns c ON c.id = l.campaign_id AND c.team_id = l.team_id
-     WHERE l.id = ANY (${claimed.map((r) => r.id)}::uuid[])`.execute(db);
+     WHERE ${idIn('l.id', claimed.map((r) => r.id))}`.execute(db);
   const byId = new Map(claimed.map((r) => [r.id, r]));
   const out = new Map<string, Context | string>();
   for (const r of rows) {

@@ -9,6 +9,7 @@ import type { EventRow } from '../events/process.ts';
 import { paginate } from '../lib/paginate.ts';
 import { bucketOf } from '../stats/deltas.ts';
 import { latencyBinOf } from './stats.ts';
+import { idIn } from '../db/ids.ts';
 
 export type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 
@@ -94,7 +95,7 @@ export async function enqueueDeliveries(db: Db | Transaction<Database>, events: 
              CASE WHEN e.name LIKE 'email.%' OR e.name LIKE 'webhook.%' THEN e.name ELSE 'email.' || e.name END AS hook_event,
              CASE WHEN e.name = 'webhook.disabled' THEN (e.payload ->> 'webhook_id')::uuid END AS about_webhook
       FROM events e
-      WHERE e.id = ANY(${ids}::uuid[])
+      WHERE ${idIn('e.id', ids)}
     ), ins AS (
       INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, contact_id, event, next_attempt_at)
       SELECT plover_uuid_v7(), ev.team_id, w.id, ev.event_id, ev.contact_id, ev.hook_event, CASE WHEN w.is_enabled THEN now() END

@@ -3,7 +3,7 @@
 // no costlier than a custom one. Keyed by `= ANY ($1::uuid[])`, the custom plan
 // sees the array's length and always wins, so the statement is planned again
 // at every execution. The process_events job, one per ingested event, names a
-// single event as a scalar (src/events/process.ts) so that its two statements
+// single event as a scalar (src/db/ids.ts) so that its two statements
 // are planned once per connection (keyed by a one-element array instead, both
 // made 12 custom plans of 12 here). Every statement runs on one connection,
 // whose pg_prepared_statements counts the plans it made.
@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { createDb, createPool, type Db } from '../../src/db/pool.ts';
 import { processEventsTask } from '../../src/events/process.ts';
+import { enqueueDeliveries } from '../../src/webhooks/deliveries.ts';
 import { createTestDatabase, makeTeam, type TestDatabase } from '../helpers.ts';
 
 let database: TestDatabase;
@@ -61,4 +62,16 @@ test('a process_events job of one event runs its prepared statements on generic 
     // Five custom plans, then the generic one for good.
     assert.ok(c.generic_plans >= 7, `${c.statement}: ${c.generic_plans} generic, ${c.custom_plans} custom`);
   }
+});
+
+test('the webhook fan-out of one event is planned once per connection', async () => {
+  const { teamId } = await makeTeam(database.db);
+  const { rows } = await sql<{ id: string }>`
+    INSERT INTO events (team_id, name, payload) SELECT ${teamId}::uuid, 'contact.deleted', '{}'::jsonb FROM generate_series(1, 12)
+    RETURNING id`.execute(database.db);
+  for (const { id } of rows) await enqueueDeliveries(one.db, [{ id }]);
+  const counts = await planCounts('/* prepared */%WITH ev AS%');
+  assert.equal(counts.length, 1, JSON.stringify(counts));
+  assert.equal(counts[0]!.generic_plans + counts[0]!.custom_plans, 12);
+  assert.ok(counts[0]!.generic_plans >= 7, `${counts[0]!.generic_plans} generic, ${counts[0]!.custom_plans} custom`);
 });

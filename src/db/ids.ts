@@ -1,0 +1,18 @@
+// `column = ANY ($1::uuid[])`, or `column = $1::uuid` for one id.
+//
+// PostgreSQL keeps a prepared statement's generic plan only when it is
+// estimated no costlier than a custom one, and a custom plan of `= ANY ($1)`
+// sees the array's length, so on a table of some size it always looks
+// cheaper: such a statement is planned at every execution, prepared or not
+// (pg_prepared_statements: 0 generic plans of 12). Planning the send path's
+// context read or the webhook fan-out costs more than running it, and many of
+// them run for one id (a process_events job per ingested event, a send job per
+// transactional message); written as a scalar, those are planned once per
+// connection. docs/decisions.md, "Prepared statements".
+import { sql, type RawBuilder } from 'kysely';
+
+/** `column` is written in code (never input): an optionally qualified column name. */
+export function idIn(column: string, ids: readonly string[]): RawBuilder<unknown> {
+  if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(column)) throw new Error(`idIn: not a column name: ${column}`);
+  return ids.length === 1 ? sql`${sql.raw(column)} = ${ids[0]}::uuid` : sql`${sql.raw(column)} = ANY (${ids}::uuid[])`;
+}
