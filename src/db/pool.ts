@@ -64,8 +64,8 @@ function statementName(text: string): string {
  * (a generic one after five executions, when that plan is not costlier than
  * planning each time; keyed by `= ANY ($1)` the custom plan always looks
  * cheaper, so such a statement saves its parse but is planned at every
- * execution: docs/decisions.md, "Prepared statements"). A few hot statements of the send and event paths cost
- * more to plan than to run: loading a send batch's context joins seven tables
+ * execution: src/db/ids.ts). A few hot statements of the send and event
+ * paths cost more to plan than to run: loading a send batch's context joins seven tables
  * (4.7 ms to plan, 0.25 ms to run, measured with EXPLAIN on an empty schema)
  * and the webhook fan-out 1.3 ms against well under one (docs/decisions.md,
  * "Prepared statements"). Only statements keyed by ids or a unique key are

@@ -39,4 +39,3 @@ export function processEventsTask(db: Db, handlers: EventHandler[]): Task<'proce
        WHERE id IN (SELECT id FROM events WHERE ${idIn('id', ids)} AND processed_at IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
   };
 }
-
