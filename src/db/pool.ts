@@ -62,9 +62,9 @@ function statementName(text: string): string {
  * Runs the statements marked PREPARED as named prepared statements: each
  * connection parses and plans one once, and PostgreSQL then reuses its plan
  * (a generic one after five executions, when that plan is not costlier than
- * planning each time; keyed by `= ANY ($1)` the custom plan always looks
- * cheaper, so such a statement saves its parse but is planned at every
- * execution: src/db/ids.ts). A few hot statements of the send and event
+ * planning each time; keyed by `= ANY ($1)` and called with one id, the
+ * custom plan always looks cheaper, so such a statement saves its parse but
+ * is planned at every execution: src/db/ids.ts). A few hot statements of the send and event
  * paths cost more to plan than to run: loading a send batch's context joins seven tables
  * (4.7 ms to plan, 0.25 ms to run, measured with EXPLAIN on an empty schema)
  * and the webhook fan-out 1.3 ms against well under one (docs/decisions.md,

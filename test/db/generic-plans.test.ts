@@ -1,8 +1,9 @@
 // A prepared statement saves its planning only when PostgreSQL switches it to a
 // generic plan, which it does after five executions if that plan is estimated
-// no costlier than a custom one. Keyed by `= ANY ($1::uuid[])`, the custom plan
-// sees the array's length and always wins, so the statement is planned again
-// at every execution. The process_events job, one per ingested event, names a
+// no costlier than a custom one. Keyed by `= ANY ($1::uuid[])` and called with
+// one id, the custom plan sees the array's length (the generic one assumes ten)
+// and always wins, so the statement is planned again at every execution. The
+// process_events job, one per ingested event, names a
 // single event as a scalar (src/db/ids.ts) so that its two statements
 // are planned once per connection (keyed by a one-element array instead, both
 // made 12 custom plans of 12 here). Every statement runs on one connection,
