@@ -9,7 +9,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { claimManyForSmtp } from '../../src/mail/daily-usage.ts';
 import { recordResults, type SendResult } from '../../src/mail/send-record.ts';
 import { addMessageFacts } from '../../src/stats/deltas.ts';
@@ -17,6 +16,7 @@ import { addSuppressions } from '../../src/contacts/suppressions.ts';
 import { recordset } from '../../src/db/recordset.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { insertAccount } from '../engine/fixtures.ts';
+import { captured, type Sent } from '../lib/statements.ts';
 
 const ROWS = 6_000;
 const WATCHED = ['email_send_log', 'contacts'];
@@ -41,28 +41,6 @@ before(async () => {
   await sql`ANALYZE contacts`.execute(t.database.db);
 });
 after(() => t.close());
-
-type Sent = { text: string; values: unknown[] };
-
-/** Runs `fn` and returns the statements it sent whose text matches `pattern`. */
-async function captured(pattern: RegExp, fn: () => Promise<unknown>): Promise<Sent[]> {
-  const seen: Sent[] = [];
-  // oxlint-disable-next-line typescript/unbound-method -- restored below, called with .apply(this)
-  const original = pg.Client.prototype.query;
-  // The pool's clients call the prototype's method at each call (src/db/pool.ts), so this sees every statement.
-  (pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
-    const [config, values] = args as [string | { text: string; values?: unknown[] }, unknown[] | undefined];
-    const text = typeof config === 'string' ? config : config?.text;
-    if (typeof text === 'string' && pattern.test(text)) seen.push({ text, values: (typeof config === 'string' ? values : config.values ?? values) ?? [] });
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  };
-  try {
-    await fn();
-  } finally {
-    pg.Client.prototype.query = original;
-  }
-  return seen;
-}
 
 type PlanNode = { 'Node Type': string; 'Relation Name'?: string; Plans?: PlanNode[] };
 

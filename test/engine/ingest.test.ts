@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
 import { closeTransports } from '../../src/mail/send.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 import { byText } from '../lib/order.ts';
+import { captured } from '../lib/statements.ts';
 import { api, contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
 
@@ -48,24 +48,8 @@ describe('event ingestion', () => {
     assert.match((await a.get(`/email/events/${body.event_id}`)).json().event.processed_at, /Z$/);
   });
 
-  /** The texts of the statements `fn` sends (every pooled client calls the prototype's method, src/db/pool.ts). */
-  async function statements(fn: () => Promise<unknown>): Promise<string[]> {
-    const seen: string[] = [];
-    // oxlint-disable-next-line typescript/unbound-method -- restored below, called with .apply(this)
-    const original = pg.Client.prototype.query;
-    (pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
-      const config = args[0] as string | { text?: string };
-      const text = typeof config === 'string' ? config : config?.text;
-      if (typeof text === 'string') seen.push(text.replace(/\s+/g, ' ').trim());
-      return (original as (...a: unknown[]) => unknown).apply(this, args);
-    };
-    try {
-      await fn();
-    } finally {
-      pg.Client.prototype.query = original;
-    }
-    return seen;
-  }
+  /** The texts of the statements `fn` sends, whitespace collapsed. */
+  const statements = async (fn: () => Promise<unknown>) => (await captured(/./, fn)).map((s) => s.text.replace(/\s+/g, ' ').trim());
 
   test('a contact.saved without a key writes its event row once, complete; with a key the row claims the key first', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
