@@ -17,7 +17,7 @@
 // less: a worker that dies holding a reservation leaves its slots counted for
 // the day.
 import { sql } from 'kysely';
-import type { Db } from '../db/pool.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
 import { recordset } from '../db/recordset.ts';
 import { sendPriority } from './send-record.ts';
 import { JOB_PRIORITY, type JobName } from '../lib/jobs.ts';
@@ -109,7 +109,7 @@ export class Allowance {
 export async function claimForSmtp(
   db: Db, row: { id: string; team_id: string }, accountId: string, cap: number, slotDay: string | null,
 ): Promise<{ attempts: number } | undefined> {
-  const { rows } = await sql<{ attempts: number }>`
+  const { rows } = await sql<{ attempts: number }>`${sql.raw(PREPARED)}
     WITH today AS (SELECT (now() AT TIME ZONE 'UTC')::date AS day),
     bump AS (
       INSERT INTO mail_account_usage AS u (mail_account_id, day, team_id, claimed)
@@ -160,7 +160,7 @@ export async function claimManyForSmtp(
     return items.map((it, i) => (first.get(it.id) === i ? claim : undefined));
   }
   const input = JSON.stringify(unique.map((it, ord) => ({ ord, id: it.id, slot_day: it.slotDay })));
-  const { rows } = await sql<{ id: string; attempts: number }>`
+  const { rows } = await sql<{ id: string; attempts: number }>`${sql.raw(PREPARED)}
     WITH today AS (SELECT (now() AT TIME ZONE 'UTC')::date AS day),
     input AS (SELECT * FROM ${recordset(input, unique.length, 'x (ord int, id uuid, slot_day date)')} AS x),
     eligible AS (

@@ -19,7 +19,7 @@
 // decisions back ~400 ms per batch in bench/campaigns.ts at 200 events/s.
 import { sql, type Transaction } from 'kysely';
 import type { Config } from '../config.ts';
-import type { Db } from '../db/pool.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
 import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import { emit, type EventName, type NewEvent } from '../events/emit.ts';
@@ -121,7 +121,7 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
     kind: (r.outcome.kind === 'temporary' && r.row.attempts > retries.length ? 'soft' : r.outcome.kind) as Kind,
   }));
 
-  await sql`
+  await sql`${sql.raw(PREPARED)}
     UPDATE email_send_log l
        -- A bounce report can arrive before this result is recorded (a relay that bounces at once): it stands.
        SET status = CASE WHEN x.status = 'sent' AND l.status IN ('bounced_hard', 'bounced_soft', 'delivered') THEN l.status ELSE x.status END,
@@ -179,9 +179,11 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
 
   if (contacts.size > 0) {
     const list = split(contacts).map((c) => ({ ...c, soft_limit: softLimitContacts.has(c.id) }));
-    await sql`SELECT 1 FROM contacts WHERE id = ANY (${list.map((c) => c.id)}::uuid[]) ORDER BY id FOR NO KEY UPDATE`.execute(tx);
+    const rows = recordset(json(list), list.length, 'x (id uuid, team_id uuid, sent int, soft int, hard int, soft_limit boolean)');
+    await sql`${sql.raw(PREPARED)}
+      SELECT 1 FROM contacts WHERE id IN (SELECT x.id FROM ${rows} AS x) ORDER BY id FOR NO KEY UPDATE`.execute(tx);
     // Sends leave updated_at alone (activity, not an edit); bounces change the record.
-    await sql`
+    await sql`${sql.raw(PREPARED)}
       UPDATE contacts c SET
              sent_count = c.sent_count + x.sent,
              first_sent_at = CASE WHEN x.sent > 0 THEN coalesce(c.first_sent_at, ${at}) ELSE c.first_sent_at END,
@@ -192,7 +194,7 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
              last_bounced_at = CASE WHEN x.soft + x.hard > 0 THEN ${at} ELSE c.last_bounced_at END,
              updated_at = CASE WHEN x.soft + x.hard > 0 THEN now() ELSE c.updated_at END,
              status = CASE WHEN (x.hard > 0 OR x.soft_limit) AND c.status = 'active' THEN 'bounced' ELSE c.status END
-        FROM ${recordset(json(list), list.length, 'x (id uuid, team_id uuid, sent int, soft int, hard int, soft_limit boolean)')} AS x
+        FROM ${rows} AS x
        WHERE c.id = x.id AND c.team_id = x.team_id`.execute(tx);
   }
   // A hard bounce suppresses the address for the team for every kind of mail,
@@ -231,14 +233,15 @@ async function addToCampaignCounters(tx: Tx, { sends, campaigns, at }: CampaignC
   if (sends.size > 0) {
     const list = split(sends);
     // Added on the locked row: no lost update between two workers.
-    await sql`
-      WITH locked AS (SELECT id FROM campaign_sends WHERE id = ANY (${list.map((s) => s.id)}::uuid[]) ORDER BY id FOR NO KEY UPDATE),
+    await sql`${sql.raw(PREPARED)}
+      WITH x AS (SELECT * FROM ${recordset(json(list), list.length, 'x (id uuid, sent int, soft int, hard int)')} AS x),
+      locked AS (SELECT id FROM campaign_sends WHERE id IN (SELECT id FROM x) ORDER BY id FOR NO KEY UPDATE),
       cur AS (
         SELECT s.id, coalesce((s.send_progress ->> 'total_sent')::bigint, 0) + x.sent AS total_sent,
                coalesce((s.send_progress ->> 'total_bounced')::bigint, 0) + x.soft + x.hard AS total_bounced
           FROM campaign_sends s
           JOIN locked USING (id)
-          JOIN jsonb_to_recordset(${json(list)}::jsonb) AS x (id uuid, sent int, soft int, hard int) ON x.id = s.id
+          JOIN x ON x.id = s.id
       )
       UPDATE campaign_sends s SET updated_at = now(), send_progress = s.send_progress || jsonb_build_object(
                'total_sent', cur.total_sent, 'total_bounced', cur.total_bounced,
@@ -248,10 +251,11 @@ async function addToCampaignCounters(tx: Tx, { sends, campaigns, at }: CampaignC
   }
   if (campaigns.size > 0) {
     const list = split(campaigns);
-    await sql`
-      WITH locked AS (SELECT id FROM campaigns WHERE id = ANY (${list.map((c) => c.id)}::uuid[]) ORDER BY id FOR NO KEY UPDATE)
+    await sql`${sql.raw(PREPARED)}
+      WITH x AS (SELECT * FROM ${recordset(json(list), list.length, 'x (id uuid, team_id uuid)')} AS x),
+      locked AS (SELECT id FROM campaigns WHERE id IN (SELECT id FROM x) ORDER BY id FOR NO KEY UPDATE)
       UPDATE campaigns c SET draft_data = jsonb_set(c.draft_data, '{last_sent_at}', to_jsonb(${iso(at)}::text))
-        FROM jsonb_to_recordset(${json(list)}::jsonb) AS x (id uuid, team_id uuid)
+        FROM x
        WHERE c.id = x.id AND c.team_id = x.team_id AND c.id IN (SELECT id FROM locked)`.execute(tx);
   }
 }

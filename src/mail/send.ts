@@ -531,7 +531,7 @@ function whyNot(loaded: Context | string | undefined): Omit<Finished, 'id'> | nu
 /** Ends sends that never reached the SMTP server (nothing to count, no webhook), unless another worker has them. */
 async function finish(db: Db, done: Finished[]): Promise<number> {
   if (done.length === 0) return 0;
-  const res = await sql`
+  const res = await sql`${sql.raw(PREPARED)}
     UPDATE email_send_log l SET status = x.status, last_error = x.error, updated_at = now()
       FROM ${recordset(JSON.stringify(done), done.length, 'x (id uuid, status text, error text)')} AS x
      WHERE l.id = x.id AND l.status IN ('queued', 'deferred')`.execute(db);

@@ -8,7 +8,7 @@
 // The message's source, campaign and mail account come from its log row,
 // read in the same INSERT ... SELECT: callers pass ids, not copies.
 import { sql, type Transaction } from 'kysely';
-import type { Db } from '../db/pool.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
 import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import { STATS_KEYS, type StatsKey } from '../db/schema-stats.ts';
@@ -35,7 +35,7 @@ export async function addMessageFacts(db: Db | Tx, facts: MessageFact[]): Promis
   if (list.length === 0) return;
   const cols = sql.raw(STATS_KEYS.join(', '));
   const sums = sql.raw(STATS_KEYS.map((k) => `sum(CASE WHEN x.key = '${k}' THEN x.by ELSE 0 END)::int`).join(', '));
-  await sql`
+  await sql`${sql.raw(PREPARED)}
     INSERT INTO stats_deltas (team_id, source, campaign_id, mail_account_id, bucket, ${cols})
     SELECT l.team_id, l.source, l.campaign_id, l.mail_account_id, ${bucketOf(sql`x.at`)}, ${sums}
       FROM ${recordset(JSON.stringify(list.map((f) => ({

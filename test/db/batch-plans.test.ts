@@ -13,7 +13,8 @@ import { claimManyForSmtp } from '../../src/mail/daily-usage.ts';
 import { recordResults, type SendResult } from '../../src/mail/send-record.ts';
 import { addMessageFacts } from '../../src/stats/deltas.ts';
 import { addSuppressions } from '../../src/contacts/suppressions.ts';
-import { recordset } from '../../src/db/recordset.ts';
+import { recordset, sizeClass } from '../../src/db/recordset.ts';
+import { createDb, createPool } from '../../src/db/pool.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { insertAccount } from '../engine/fixtures.ts';
 import { captured, type Sent } from '../lib/statements.ts';
@@ -42,6 +43,15 @@ before(async () => {
 });
 after(() => t.close());
 
+/** A parameter as SQL text, for EXECUTE (which takes expressions, not bound values). */
+function literal(v: unknown): string {
+  if (v === null || v === undefined) return 'NULL';
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (v instanceof Date) return `'${v.toISOString()}'`;
+  if (typeof v === 'string') return `'${v.replace(/'/g, "''")}'`;
+  throw new Error(`literal: no SQL text for a ${typeof v}`);
+}
+
 type PlanNode = { 'Node Type': string; 'Relation Name'?: string; Plans?: PlanNode[] };
 
 /** The tables of WATCHED that the plan of this statement reads by a sequential scan. */
@@ -54,6 +64,25 @@ async function seqScans(s: Sent): Promise<string[]> {
   };
   walk(rows[0]!['QUERY PLAN'][0].Plan);
   return found;
+}
+
+/** Like seqScans, for the generic plan of the statement prepared as `name` on the pool's one connection. */
+async function genericSeqScans(pool: ReturnType<typeof createPool>, name: string, values: unknown[]): Promise<string[]> {
+  const client = await pool.connect();
+  try {
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) EXECUTE "${name}" (${values.map(literal).join(', ')})`);
+    const found: string[] = [];
+    const walk = (n: PlanNode) => {
+      if (n['Node Type'] === 'Seq Scan' && n['Relation Name'] && WATCHED.includes(n['Relation Name'])) found.push(n['Relation Name']);
+      n.Plans?.forEach(walk);
+    };
+    walk(rows[0]!['QUERY PLAN'][0].Plan);
+    return found;
+  } finally {
+    await client.query('RESET plan_cache_mode');
+    client.release();
+  }
 }
 
 const queuedIds = async () =>
@@ -124,3 +153,53 @@ test('adding suppressions reaches the team\'s contacts by their address, not by 
     SELECT status FROM contacts WHERE team_id = ${teamId}::uuid AND email = ANY (${emails}::text[])`.execute(t.database.db);
   assert.deepEqual(rows.map((r) => r.status), ['unsubscribed', 'unsubscribed', 'unsubscribed']);
 });
+
+test('size classes: never below the batch, at most 1.5 times it, a handful of texts', () => {
+  for (let n = 0; n <= 2_000; n++) {
+    const c = sizeClass(n);
+    assert.ok(c >= n && c <= Math.max(2, n * 1.5), `${n} -> ${c}`);
+  }
+  assert.deepEqual([1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 50].map(sizeClass), [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]);
+  assert.equal(new Set(Array.from({ length: 64 }, (_, i) => sizeClass(i + 1))).size, 12, 'batches of 1 to 64 rows: 12 statement texts');
+});
+
+// Prepared and sized by class, the claim and the result statements are planned
+// five times per connection and text, then run on their generic plan (sized by
+// its size, not by the values). That plan must still reach the log and the
+// contacts by their keys. One connection, so pg_prepared_statements sees them all.
+test('the claim and the results run on generic plans after five calls, and those plans reach the tables by key', async () => {
+  const pool = createPool(t.database.url, 1);
+  const one = createDb(pool);
+  try {
+    const ids = (await sql<{ id: string }>`SELECT id FROM email_send_log WHERE team_id = ${teamId}::uuid AND status <> 'sending' ORDER BY id LIMIT 3`.execute(t.database.db)).rows.map((r) => r.id);
+    const requeue = () => sql`UPDATE email_send_log SET status = 'queued' WHERE id = ANY (${ids}::uuid[])`.execute(t.database.db);
+    const pattern = /UPDATE email_send_log SET status = 'sending'|UPDATE email_send_log l|UPDATE contacts c SET|INSERT INTO stats_deltas/;
+    let last: Sent[] = [];
+    for (let round = 0; round < 8; round++) {
+      await requeue();
+      last = await captured(pattern, async () => {
+        const claims = await claimManyForSmtp(one, accountId, teamId, 100_000, ids.map((id) => ({ id, slotDay: null })));
+        assert.equal(claims.filter(Boolean).length, 3, `round ${round}: all three claimed`);
+        const { rows } = await sql<{ id: string; contact_id: string; email: string; attempts: number }>`
+          SELECT id, contact_id, email, attempts FROM email_send_log WHERE id = ANY (${ids}::uuid[]) ORDER BY id`.execute(one);
+        await recordResults(one, testConfig(), rows.map((r, i) => ({
+          row: { id: r.id, team_id: teamId, campaign_id: null, campaign_send_id: null, contact_id: r.contact_id, email: r.email, attempts: r.attempts },
+          outcome: { kind: 'sent' as const, response: '250 OK' }, messageId: `g${round}.${i}@plover.test`, subject: 'Hi', accountId,
+        })));
+      });
+    }
+    assert.equal(last.length, 4, last.map((s) => s.text.slice(0, 40)).join(' | '));
+    const { rows: prepared } = await sql<{ name: string; statement: string; generic_plans: number; custom_plans: number }>`
+      SELECT name, statement, generic_plans::int, custom_plans::int FROM pg_prepared_statements`.execute(one);
+    for (const s of last) {
+      const p = prepared.find((r) => r.statement === s.text);
+      assert.ok(p, `prepared: ${s.text.slice(0, 60)}`);
+      assert.equal(p.generic_plans + p.custom_plans, 8, s.text.slice(0, 60));
+      assert.ok(p.generic_plans >= 3, `${s.text.slice(0, 60)}: ${p.generic_plans} generic, ${p.custom_plans} custom`);
+      assert.deepEqual(await genericSeqScans(pool, p.name, s.values), [], s.text.slice(0, 60));
+    }
+  } finally {
+    await one.destroy();
+  }
+});
+
