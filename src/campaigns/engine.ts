@@ -131,11 +131,19 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
     sql<{ event_id: string; campaign_id: string }>`
       SELECT event_id, campaign_id FROM campaign_decisions
        WHERE event_id = ANY (${[...new Set(all.map((c) => c.event_id))]}::uuid[])`.execute(trx),
+    // Today's messages per account, counted up to the campaign cap and no
+    // further: only `< cap` is asked, and a day can hold far more rows than the
+    // cap (a broadcast or transactional mail queued past the limit waits for
+    // the next day), which an unbounded count read in full for every batch,
+    // with the account's row locked.
     sql<{ mail_account_id: string; n: number }>`
-      SELECT mail_account_id, count(*) AS n FROM email_send_log
-       WHERE mail_account_id = ANY (${accountIds}::uuid[]) AND status <> 'cancelled'
-         AND created_at >= ${dayStart} AND created_at < ${dayEnd}
-       GROUP BY mail_account_id`.execute(trx),
+      SELECT a.id AS mail_account_id, (
+               SELECT count(*) FROM (
+                 SELECT 1 FROM email_send_log l
+                  WHERE l.mail_account_id = a.id AND l.status <> 'cancelled'
+                    AND l.created_at >= ${dayStart} AND l.created_at < ${dayEnd}
+                  LIMIT a.cap) s) AS n
+        FROM unnest(${accounts.rows.map((a) => a.id)}::uuid[], ${accounts.rows.map((a) => dailyCap(a, 'campaign'))}::int[]) AS a (id, cap)`.execute(trx),
     sql<{ id: string; team_id: string }>`
       SELECT id, team_id FROM templates WHERE id = ANY (${templateIds}::uuid[]) AND status = 'active'`.execute(trx),
     sql<ContactRow>`SELECT * FROM contacts WHERE id = ANY (${contactIds}::uuid[])`.execute(trx),

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { campaignTriggerHandler } from '../../src/campaigns/engine.ts';
 import type { EventRow } from '../../src/events/process.ts';
 import { closeTransports } from '../../src/mail/send.ts';
@@ -7,6 +8,9 @@ import { buildTestApp, type TestApp } from '../helpers.ts';
 import { byJson } from '../lib/order.ts';
 import { createCampaign, createTemplate, drain, insertAccount, sendLog, setup, type Setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
+import { captured } from '../lib/statements.ts';
+
+type PlanNode = { 'Relation Name'?: string; 'Actual Rows': number; 'Actual Loops': number; Plans?: PlanNode[] };
 
 describe('campaign decisions', () => {
   let t: TestApp;
@@ -165,6 +169,34 @@ describe('campaign decisions', () => {
     }
     assert.equal((await sendLog(t, s.teamId)).length, 3);
     assert.ok(c.id);
+  });
+
+  // A day can hold far more of an account's messages than its campaign cap (a
+  // broadcast or transactional mail queued past the limit waits for the next
+  // day). Deciding asks only whether the count is below the cap, so it reads
+  // no more than cap rows, however many there are.
+  test('the account\'s count of the day stops at its campaign cap', async () => {
+    const s = await setup(t, sink.port);
+    const limited = await insertAccount(t, s.teamId, sink.port, { daily_limit: 10, campaign_share_percent: 50 }); // cap 5
+    await sql`
+      INSERT INTO email_send_log (team_id, mail_account_id, email, status, source)
+      SELECT ${s.teamId}::uuid, ${limited}::uuid, 'queued' || i || '@example.com', 'queued', 'transactional'
+        FROM generate_series(1, 3000) AS i`.execute(t.database.db);
+    const c = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [limited] });
+    const ev = await trigger(s, 'over@example.com');
+    const sent = await captured(/count\(\*\)[\s\S]*FROM email_send_log[\s\S]*status <> 'cancelled'/, () => drain(t));
+    assert.deepEqual(await decisions(s, ev), [[c.id, 'skip', 'account_daily_limit']]);
+    assert.equal(sent.length, 1);
+    const { rows } = await t.database.pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>({
+      text: `EXPLAIN (ANALYZE, FORMAT JSON) ${sent[0]!.text}`, values: sent[0]!.values,
+    });
+    let read = 0;
+    const walk = (n: PlanNode) => {
+      if (n['Relation Name'] === 'email_send_log') read += n['Actual Rows'] * n['Actual Loops'];
+      n.Plans?.forEach(walk);
+    };
+    walk(rows[0]!['QUERY PLAN'][0].Plan);
+    assert.ok(read <= 5, `rows of the log read to count the day: ${read}`);
   });
 
   test('two events for one contact at once with a cap of 1: exactly one send', async () => {
