@@ -40,12 +40,12 @@ import { closeTransports } from '../src/mail/send.ts';
 import { activateDkimKey, createDkimKey, type DkimAlgorithm } from '../src/mail/dkim.ts';
 import { transportOptions } from '../src/mail/transport.ts';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
-import { cpuMeter, localPostmaster, postgresCpuSeconds, threadCpuMeter } from './lib/cpu.ts';
+import { cpuMeter, localPostmaster, threadCpuMeter, type CpuSpent } from './lib/cpu.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
 import { timeQueries } from './lib/query-time.ts';
 import { loopDelayMeter } from './lib/loop-delay.ts';
 import { fmt, table } from './lib/report.ts';
-import { startServer, type ServerProcess } from './lib/server.ts';
+import { startServer } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
 import type { Committed, IngestServerParams } from './servers/ingest.ts';
 import type { Arrival } from './servers/smtp-sink.ts';
@@ -152,7 +152,6 @@ export async function run(opts: BenchOptions): Promise<void> {
 
   const { rows: pid } = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db);
   const postmaster = localPostmaster(pid[0]!.pid);
-  const cpu = cpuProbe(sink, postmaster);
 
   /** Commits one contact.saved event per address, `inFlight` at a time; returns commit times by event id. */
   const commits = new Map<string, number>();
@@ -209,14 +208,14 @@ export async function run(opts: BenchOptions): Promise<void> {
   const ingestS = (performance.now() - t0) / 1000;
   await sql`VACUUM ANALYZE`.execute(db);
   opts.log('campaigns: engine drains them');
-  const cpu0 = await cpu();
+  const engineMeter = cpuMeter([process.pid, sink.pid], postmaster);
   const threads0 = threadCpuMeter(process.pid);
   const stopTiming = timeQueries();
   const t1 = performance.now();
   await start();
   await waitForSink(n, 'engine');
   const engineS = (performance.now() - t1) / 1000;
-  const engineCpu = (await cpu()).minus(cpu0);
+  const engineCpu = cpuCells(engineMeter());
   const engineThreads = threads0();
   const signatures = ((await (await fetch(`${sink.origin}/count`)).json()) as { signatures: number }).signatures;
   if (signatures !== n * algorithms.length) throw new Error(`--dkim ${dkim}: ${signatures} DKIM signatures at the sink, expected ${n * algorithms.length}`);
@@ -325,12 +324,12 @@ export async function run(opts: BenchOptions): Promise<void> {
   await blast(messages.slice(0, WARMUP_EVENTS));
   await resetSink();
   opts.log('campaigns: baseline: nodemailer straight to the sink');
-  const cpu1 = await cpu();
+  const baselineMeter = cpuMeter([process.pid, sink.pid], postmaster);
   const t3 = performance.now();
   await blast(messages);
   await waitForSink(n, 'baseline');
   const baselineS = (performance.now() - t3) / 1000;
-  const baselineCpu = (await cpu()).minus(cpu1);
+  const baselineCpu = cpuCells(baselineMeter());
 
   const o = outcome[0]!;
   const engineRate = n / engineS;
@@ -441,28 +440,9 @@ async function renderSent(db: ReturnType<typeof createDb>, publicUrl: string, ap
   return out;
 }
 
-type CpuSample = { bench: number; sink: number; postgres?: number };
-
-/** CPU seconds of this process (worker or nodemailer), the sink, and PostgreSQL when it is local. */
-function cpuProbe(sink: ServerProcess, postmaster: number | undefined) {
-  return async () => {
-    const own = process.cpuUsage();
-    const s = await sink.cpuUsage();
-    const sample: CpuSample = {
-      bench: (own.user + own.system) / 1e6,
-      sink: (s.user + s.system) / 1e6,
-      postgres: postmaster === undefined ? undefined : postgresCpuSeconds(postmaster),
-    };
-    return {
-      minus(b: { sample: CpuSample }) {
-        const d = {
-          bench: sample.bench - b.sample.bench,
-          sink: sample.sink - b.sample.sink,
-          postgres: sample.postgres === undefined || b.sample.postgres === undefined ? undefined : sample.postgres - b.sample.postgres,
-        };
-        return { self: d.bench, postgres: d.postgres, cells: () => [fmt(d.bench, 1), fmt(d.sink, 1), d.postgres === undefined ? 'n/a' : fmt(d.postgres, 1)] };
-      },
-      sample,
-    };
-  };
+/** A throughput run's CPU seconds: this process (worker or nodemailer), the sink, PostgreSQL when it is local. */
+function cpuCells(spent: CpuSpent) {
+  const [self, sinkCpu] = spent.processes;
+  const s = (v: number | undefined) => (v === undefined ? 'n/a' : fmt(v, 1));
+  return { self, postgres: spent.postgres, cells: () => [s(self), s(sinkCpu), s(spent.postgres)] };
 }
