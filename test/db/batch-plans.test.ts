@@ -54,9 +54,10 @@ function literal(v: unknown): string {
 
 type PlanNode = { 'Node Type': string; 'Relation Name'?: string; Plans?: PlanNode[] };
 
-/** The tables of WATCHED that the plan of this statement reads by a sequential scan. */
-async function seqScans(s: Sent): Promise<string[]> {
-  const { rows } = await t.database.pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>({ text: `EXPLAIN (FORMAT JSON) ${s.text}`, values: s.values });
+type Explained = { 'QUERY PLAN': [{ Plan: PlanNode }] };
+
+/** The tables of WATCHED that a plan (EXPLAIN's JSON) reads by a sequential scan. */
+function scannedTables(rows: Explained[]): string[] {
   const found: string[] = [];
   const walk = (n: PlanNode) => {
     if (n['Node Type'] === 'Seq Scan' && n['Relation Name'] && WATCHED.includes(n['Relation Name'])) found.push(n['Relation Name']);
@@ -66,19 +67,17 @@ async function seqScans(s: Sent): Promise<string[]> {
   return found;
 }
 
+/** The tables of WATCHED that the plan of this statement reads by a sequential scan. */
+async function seqScans(s: Sent): Promise<string[]> {
+  return scannedTables((await t.database.pool.query<Explained>({ text: `EXPLAIN (FORMAT JSON) ${s.text}`, values: s.values })).rows);
+}
+
 /** Like seqScans, for the generic plan of the statement prepared as `name` on the pool's one connection. */
 async function genericSeqScans(pool: ReturnType<typeof createPool>, name: string, values: unknown[]): Promise<string[]> {
   const client = await pool.connect();
   try {
     await client.query('SET plan_cache_mode = force_generic_plan');
-    const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(`EXPLAIN (FORMAT JSON) EXECUTE "${name}" (${values.map(literal).join(', ')})`);
-    const found: string[] = [];
-    const walk = (n: PlanNode) => {
-      if (n['Node Type'] === 'Seq Scan' && n['Relation Name'] && WATCHED.includes(n['Relation Name'])) found.push(n['Relation Name']);
-      n.Plans?.forEach(walk);
-    };
-    walk(rows[0]!['QUERY PLAN'][0].Plan);
-    return found;
+    return scannedTables((await client.query<Explained>(`EXPLAIN (FORMAT JSON) EXECUTE "${name}" (${values.map(literal).join(', ')})`)).rows);
   } finally {
     await client.query('RESET plan_cache_mode');
     client.release();
