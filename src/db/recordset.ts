@@ -7,8 +7,8 @@
 // the whole table, once per batch, and the cost of every claim grew with the
 // log until the plan flipped. In `npm run bench -- campaigns` the claim and
 // the result update read 300-865 pages per call that way, a third of
-// PostgreSQL's time per e-mail (pg_stat_statements). `LIMIT n`, a literal
-// equal to the array's length, gives the planner the true size and changes
+// PostgreSQL's time per e-mail (pg_stat_statements). A literal `LIMIT` of at
+// least the array's length gives the planner (nearly) the true size and changes
 // nothing else: a probe of the primary key per row, at any table size.
 //
 // The literal is the batch's size class (1, 2, 3, 4, 6, 8, 12, 16, 24, ...: at
