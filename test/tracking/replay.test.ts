@@ -9,6 +9,7 @@ import { buildTaskList } from '../../src/tasks.ts';
 import { PIXEL_GIF } from '../../src/mail/tracking-routes.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { signedIn } from '../dashboard/session.ts';
+import { captured } from '../lib/statements.ts';
 import { BROWSER_UA, countersOf, eventsOf, hitsOf, insertSend, pathOf, testLinks, type Send } from './fixtures.ts';
 
 const links = testLinks();
@@ -111,6 +112,27 @@ describe('tracking replay: counted once per link, verdict and hour', () => {
     const events = await eventsOf(db(), teamId, 'email.clicked');
     assert.deepEqual(events.map((e) => (e.payload as { url: string }).url), [TARGET, OTHER]);
     assert.equal(await deliveries(teamId), 2);
+  });
+
+  test('a repeat of a counted link costs two statements, no transaction: the read that decides it and the raw total with its hit row', async () => {
+    const { send } = await setup();
+    const loops = [
+      { url: links.openPixelUrl(send.id), status: 200 },
+      { url: links.clickUrl(send.id, TARGET), status: 302 },
+    ];
+    for (const { url, status } of loops) {
+      assert.equal((await get(url)).statusCode, status); // the first hit counts
+      const sent = await captured(/./, async () => assert.equal((await get(url)).statusCode, status));
+      assert.deepEqual(
+        sent.map((s) => s.text.trim().split(/\s+/)[0]!.toUpperCase()),
+        ['SELECT', 'WITH'],
+        `statements of one repeat: ${sent.map((s) => s.text.trim().slice(0, 40)).join(' | ')}`,
+      );
+    }
+    const c = await countersOf(db(), send);
+    // 2 opens (1 counted) and 2 clicks (1 counted): the repeats still raise the raw totals and store their rows.
+    assert.deepEqual([c.log.opens_count, c.log.open_hits_count, c.log.clicks_count, c.log.click_hits_count], [1, 2, 1, 2]);
+    assert.equal((await hitsOf(db(), send.id)).length, 4);
   });
 
   test('an hour later the same link counts again; within the hour it does not; first_opened_at keeps the first', async () => {
