@@ -1,8 +1,9 @@
 // The JSON body parser of the API. Small bodies are parsed on the event loop;
-// bodies over JSON_POOL_THRESHOLD_BYTES are parsed and checked in the untrusted
-// pool, so a 10 MiB bulk body holds the event loop only for the structured
-// clone of its result, not for the parse and the walk (figures in
-// docs/security.md, "Request intake limits"). The checks themselves are in
+// bodies over JSON_POOL_THRESHOLD_BYTES are decoded, parsed and checked in the
+// untrusted pool, so a 10 MiB bulk body holds the event loop only for the
+// structured clone of its result, not for the UTF-8 decoding, the parse and
+// the walk (figures in docs/security.md, "Request intake limits"). The bytes
+// go to the pool by transfer, not by copy. The checks themselves are in
 // lib/json-check.ts.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { untrustedPool, UntrustedWorkError } from '../untrusted/pool.ts';
@@ -24,17 +25,24 @@ const JSON_PARSE_BUDGET_MS = 10_000;
 /** Counts parses by where they ran; tests read it to prove a body was never parsed. */
 export const jsonParseCount = { inline: 0, pool: 0 };
 
-/** `team`: the authenticated team whose body this is (the pool's fair share); none on routes without a key. */
-export async function parseJsonRequestBody(text: string, opts: JsonBodyOptions, team?: string): Promise<unknown> {
+/**
+ * Parses a request body. `team`: the authenticated team whose body this is (the
+ * pool's fair share); none on routes without a key. A body over the threshold
+ * goes to the pool as bytes: `owned` (the caller keeps no reference) moves its
+ * memory there without a copy, and leaves `body` empty; otherwise it is copied.
+ */
+export async function parseJsonRequestBody(body: Buffer, opts: JsonBodyOptions, team?: string, owned = false): Promise<unknown> {
   const limits: JsonLimits = { maxDepth: MAX_JSON_DEPTH, maxValues: opts.maxValues };
   let parsed: ParsedJson;
-  if (text.length <= opts.poolThresholdBytes) {
+  if (body.byteLength <= opts.poolThresholdBytes) {
     jsonParseCount.inline++;
-    parsed = parseJsonBody(text, limits);
+    parsed = parseJsonBody(body.toString('utf8'), limits);
   } else {
     jsonParseCount.pool++;
+    const whole = owned && body.byteOffset === 0 && body.byteLength === body.buffer.byteLength && body.buffer instanceof ArrayBuffer;
+    const bytes = whole ? new Uint8Array(body.buffer) : new Uint8Array(body);
     try {
-      parsed = await untrustedPool().run<ParsedJson>('parseJson', { text, limits }, JSON_PARSE_BUDGET_MS, team);
+      parsed = await untrustedPool().run<ParsedJson>('parseJson', { bytes, limits }, JSON_PARSE_BUDGET_MS, team, [bytes.buffer]);
     } catch (err) {
       if (!(err instanceof UntrustedWorkError)) throw err;
       if (err.reason === 'overloaded' || err.reason === 'crashed') {
@@ -51,6 +59,9 @@ export async function parseJsonRequestBody(text: string, opts: JsonBodyOptions, 
 
 export function installJsonParser(app: FastifyInstance, opts: JsonBodyOptions): void {
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request: FastifyRequest, body: string | Buffer) =>
-    parseJsonRequestBody(String(body), opts, request.auth?.teamId));
+  // As bytes: Fastify's string mode decodes each chunk and joins them on the
+  // event loop; a large body is decoded in the pool instead. Nothing else
+  // holds the buffer Fastify collected, so it is moved there, not copied.
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request: FastifyRequest, body: string | Buffer) =>
+    parseJsonRequestBody(typeof body === 'string' ? Buffer.from(body, 'utf8') : body, opts, request.auth?.teamId, true));
 }

@@ -145,8 +145,10 @@ export class UntrustedPool {
    * thread, or a full queue; an Error thrown by the task itself passes through
    * with its message (e.g. a Liquid syntax error). The budget counts from when
    * a thread begins the task: not the wait in the queue, nor a thread's boot.
+   * `transfer`: buffers of `input` moved to the thread rather than copied
+   * (they are empty here afterwards).
    */
-  async run<T>(name: string, input: unknown, budgetMs = this.budgetMs, team: string = NO_TEAM): Promise<T> {
+  async run<T>(name: string, input: unknown, budgetMs = this.budgetMs, team: string = NO_TEAM, transfer?: ArrayBuffer[]): Promise<T> {
     await this.admit(team);
     // The budget starts when the thread begins the task (thread.ts sets
     // `started` and names its thread), not when it is handed over: a thread
@@ -196,7 +198,7 @@ export class UntrustedPool {
     if (begun.async) void begun.value.then(onBegun);
     else onBegun();
     try {
-      return (await this.pool.run({ name, input, started, startCpu }, { name: 'run', signal: abort.signal })) as T;
+      return (await this.pool.run({ name, input, started, startCpu }, { name: 'run', signal: abort.signal, transferList: transfer })) as T;
     } catch (err) {
       if (abort.signal.aborted && abort.signal.reason instanceof UntrustedWorkError) throw abort.signal.reason;
       throw classify(err, budgetMs);

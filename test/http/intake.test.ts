@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { jsonParseCount } from '../../src/http/json-body.ts';
+import { jsonParseCount, parseJsonRequestBody } from '../../src/http/json-body.ts';
 import { signedIn } from '../dashboard/session.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 import { head, openRaw, within } from './raw-client.ts';
@@ -169,6 +169,30 @@ describe('JSON limits', () => {
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(res.json().summary.created, 1000);
     assert.equal(jsonParseCount.pool, poolBefore + 1);
+  });
+});
+
+describe('large JSON bodies reach the pool as bytes', () => {
+  const opts = { maxValues: 100_000, poolThresholdBytes: 64 * 1024 };
+  const large = () => Buffer.from(JSON.stringify({ name: 'é'.repeat(40_000), list: Array.from({ length: 2_000 }, (_, i) => i) }), 'utf8');
+
+  test("the API's body is moved, not copied: its buffer is empty here once the pool has it, and the value is whole", async () => {
+    const body = large();
+    const size = body.byteLength;
+    assert.ok(size > opts.poolThresholdBytes);
+    const before = jsonParseCount.pool;
+    const value = (await parseJsonRequestBody(body, opts, undefined, true)) as { name: string; list: number[] };
+    assert.equal(jsonParseCount.pool, before + 1);
+    assert.equal(body.byteLength, 0, `the ${size} bytes were copied, not moved`);
+    assert.equal(value.name, 'é'.repeat(40_000), 'decoded as UTF-8 in the pool');
+    assert.equal(value.list.length, 2_000);
+  });
+
+  test('a body the caller still needs (a provider webhook checks its signature over it) is copied and left intact', async () => {
+    const body = large();
+    const copy = Buffer.from(body);
+    await parseJsonRequestBody(body, opts);
+    assert.ok(body.equals(copy));
   });
 });
 

@@ -116,7 +116,8 @@ export async function providerReceiveRoutes(app: FastifyInstance, opts: Provider
 
   const parseBody = async (raw: unknown): Promise<unknown> => {
     if (!Buffer.isBuffer(raw) || raw.length === 0) throw validationFailed([{ field: '(body)', message: 'is empty' }], 'request body is required');
-    return parseJsonRequestBody(raw.toString('utf8'), { maxValues: config.intake.jsonMaxValues, poolThresholdBytes: config.intake.jsonPoolThresholdBytes });
+    // Not moved (`owned` false): the signature checks read `raw` afterwards.
+    return parseJsonRequestBody(raw, { maxValues: config.intake.jsonMaxValues, poolThresholdBytes: config.intake.jsonPoolThresholdBytes });
   };
 
   /** Verifies and parses by provider; SNS control messages are answered here (null). */
