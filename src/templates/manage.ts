@@ -8,7 +8,7 @@ import { bodyChecker } from '../http/schemas.ts';
 import type { RenderLimits } from '../lib/render-limits.ts';
 import type { UntrustedPool } from '../untrusted/pool.ts';
 import { checkTemplate } from './check.ts';
-import { findTemplate, FULL_COLUMNS, type TemplateRow } from './queries.ts';
+import { FULL_COLUMNS, WRITTEN_COLUMNS, type TemplateRow } from './queries.ts';
 import { UpdateTemplateBody, type TemplatePatch } from './schemas.ts';
 
 /** Earlier versions kept per template (template_versions); older ones are dropped at the next update. */
@@ -65,7 +65,9 @@ export async function updateTemplate(
   opts: TemplateCheckOptions,
 ): Promise<Required<TemplateRow>> {
   const patch: TemplatePatch = checkPatch(input);
-  if (!(await findTemplate(db, teamId, id))) throw notFound('template');
+  // Before the costly check; the content is read once, locked, below.
+  const exists = await db.selectFrom('templates').select('id').where('team_id', '=', teamId).where('id', '=', id).executeTakeFirst();
+  if (!exists) throw notFound('template');
   const details = templateFieldProblems(patch);
   const fields: { content?: string; subject?: string; alt_content?: string } = {};
   if (patch.content !== undefined) fields.content = patch.content;
@@ -121,7 +123,8 @@ export async function updateTemplate(
       })
       .where('team_id', '=', teamId)
       .where('id', '=', id)
-      .returning(FULL_COLUMNS)
-      .executeTakeFirstOrThrow();
+      .returning(WRITTEN_COLUMNS)
+      .executeTakeFirstOrThrow()
+      .then((row) => ({ ...row, content: next.content, alt_content: next.alt_content }));
   });
 }

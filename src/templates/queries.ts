@@ -27,6 +27,12 @@ const SUMMARY = ['id', 'team_id', 'name', 'subject', 'content_type', 'scope', 's
 const FULL = [...SUMMARY, 'content', 'alt_content'] as const;
 /** Every column a template is shown with, its content included. */
 export const FULL_COLUMNS = FULL;
+/**
+ * What a write returns: every column but the content, which the caller has
+ * just written (up to 1 MiB of content and its text version would otherwise
+ * go to the database and come back, decoded on the event loop).
+ */
+export const WRITTEN_COLUMNS = SUMMARY;
 
 export type NewTemplate = {
   name: string;
@@ -47,8 +53,9 @@ export async function insertTemplate(db: Db, teamId: string, t: NewTemplate): Pr
       alt_content: t.alt_content,
       meta: JSON.stringify(t.meta),
     })
-    .returning(FULL)
-    .executeTakeFirstOrThrow();
+    .returning(WRITTEN_COLUMNS)
+    .executeTakeFirstOrThrow()
+    .then((row) => ({ ...row, content: t.content, alt_content: t.alt_content }));
 }
 
 export async function findTemplate(db: Db, teamId: string, id: string): Promise<Required<TemplateRow> | undefined> {

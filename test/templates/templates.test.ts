@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { renderTemplate } from '../../src/templates/render.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { captured } from '../lib/statements.ts';
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -84,6 +85,28 @@ describe('templates: create, list, get, delete', () => {
     const upper = await get(key, `/public/v1/email/templates/${created.id.toUpperCase()}`);
     assert.equal(upper.statusCode, 200);
     assert.equal(upper.json().template.id, created.id);
+  });
+
+  test('create and PATCH answer the content they wrote without reading it back from the database; GET agrees', async () => {
+    const { key } = await makeTeam(t.database.db);
+    const content = `<p>{{ contact.first_name }} ${'Héllo, a long paragraph of plain text. '.repeat(10_000)}</p>`;
+    let res: Awaited<ReturnType<typeof create>> | undefined;
+    const inserts = await captured(/insert into "templates"/i, async () => {
+      res = await create(key, { name: 'Big', content, content_type: 'html' });
+    });
+    assert.equal(res!.statusCode, 201, res!.body.slice(0, 300));
+    const created = res!.json().template;
+    assert.equal(created.content, content);
+    const patched = await t.app.inject({
+      method: 'PATCH', url: `/public/v1/email/templates/${created.id}`, headers: { 'x-api-key': key }, payload: { content: content + '<p>more</p>' },
+    });
+    assert.equal(patched.statusCode, 200, patched.body.slice(0, 300));
+    const updated = patched.json().template;
+    assert.equal(updated.content, content + '<p>more</p>');
+    assert.deepEqual((await get(key, `/public/v1/email/templates/${created.id}`)).json(), { ok: true, template: updated });
+    assert.equal(inserts.length, 1);
+    const returning = inserts[0]!.text.slice(inserts[0]!.text.toLowerCase().lastIndexOf('returning'));
+    assert.ok(returning.startsWith('returning') && !/"(alt_)?content"/.test(returning), returning);
   });
 
   test('list: newest first, string meta, content only with include[]=content', async () => {
