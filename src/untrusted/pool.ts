@@ -32,6 +32,7 @@
 //   1,187 without) stay as fast as without the share.
 import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
+import { wallNow } from './clock.ts';
 
 export type UntrustedPoolOptions = {
   /** Worker module; tests pass their own. Default: src/pool-tasks.ts. */
@@ -158,8 +159,10 @@ export class UntrustedPool {
     // share of one; it is ended when it has used its budget of CPU, or at
     // WALL_CEILING_MS however little it got. A task no thread begins within
     // START_DEADLINE_MS is given up as overloaded.
-    const started = new Int32Array(new SharedArrayBuffer(12));
-    const startCpu = new Float64Array(new SharedArrayBuffer(8));
+    // One shared buffer for both views (thread.ts, Envelope): one allocation a task.
+    const shared = new SharedArrayBuffer(32);
+    const started = new Int32Array(shared, 0, 3);
+    const startCpu = new Float64Array(shared, 16, 2);
     const abort = new AbortController();
     const timedOut = () => abort.abort(new UntrustedWorkError('timeout', `took longer than ${budgetMs} ms`));
     let timer: NodeJS.Timeout = setTimeout(
@@ -182,10 +185,14 @@ export class UntrustedPool {
         const u = await thread.cpuUsage();
         return (u.user + u.system) / 1000;
       };
-      // Counted from the thread's own reading at the task's start, and checked
-      // at once: this loop may see the task begin long after it did (a busy or
-      // blocked loop), and the CPU the task used meanwhile counts too. A thread
-      // that ended (out of memory) answers nothing: the catch ends the task.
+      // Counted from the thread's own reading at the task's start: this loop
+      // may see the task begin long after it did (a busy or blocked loop), and
+      // the CPU the task used meanwhile counts too. A thread's CPU time is at
+      // most the wall time since the task began, so the first reading waits
+      // until that has reached the budget (most tasks end before; asking a
+      // thread for its CPU time is a round trip to it), and is taken at once
+      // when it already has. A thread that ended (out of memory) answers
+      // nothing: the catch ends the task.
       const base = startCpu[0]!;
       const check = async () => {
         const used = (await cpuMs()) - base;
@@ -193,7 +200,9 @@ export class UntrustedPool {
         if (used >= budgetMs) timedOut();
         else timer = setTimeout(() => void check().catch(timedOut), Math.max(budgetMs - used, 20));
       };
-      void check().catch(timedOut);
+      const ranFor = wallNow() - startCpu[1]!;
+      if (ranFor >= budgetMs) void check().catch(timedOut);
+      else timer = setTimeout(() => void check().catch(timedOut), budgetMs - ranFor);
     };
     if (begun.async) void begun.value.then(onBegun);
     else onBegun();

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import { UntrustedPool, UntrustedWorkError } from '../../src/untrusted/pool.ts';
 
 const pool = new UntrustedPool({
@@ -52,6 +53,16 @@ test('CPU a task used before this thread noticed it began counts against its bud
     usedInAll < Math.max(usedWhileBlocked, 300) + 150,
     `ended after ${Math.round(usedInAll)} ms of CPU, ${Math.round(usedWhileBlocked)} of them while the loop was blocked (budget 300 ms)`,
   );
+});
+
+test("a task that ends within its budget costs no question to its thread about its CPU time (a round trip to the thread)", async (t) => {
+  assert.equal(await pool.run('echo', 0, 20_000), 0); // threads up
+  const asked = t.mock.method(Worker.prototype, 'cpuUsage');
+  for (let i = 0; i < 50; i++) assert.equal(await pool.run('echo', i), i);
+  assert.equal(asked.mock.callCount(), 0);
+  // ...while one that outlives its budget in wall time is asked, and ended when it has used it.
+  await assert.rejects(pool.run('burn', 5_000), (e: unknown) => e instanceof UntrustedWorkError && e.reason === 'timeout');
+  assert.ok(asked.mock.callCount() >= 1);
 });
 
 test('a task that exhausts its heap is ended with reason memory, and the pool still works', async () => {
