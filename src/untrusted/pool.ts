@@ -32,7 +32,7 @@
 //   1,187 without) stay as fast as without the share.
 import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
-import { wallNow } from './clock.ts';
+import { sharedNow } from './clock.ts';
 
 export type UntrustedPoolOptions = {
   /** Worker module; tests pass their own. Default: src/pool-tasks.ts. */
@@ -200,9 +200,9 @@ export class UntrustedPool {
         if (used >= budgetMs) timedOut();
         else timer = setTimeout(() => void check().catch(timedOut), Math.max(budgetMs - used, 20));
       };
-      const ranFor = wallNow() - startCpu[1]!;
+      const ranFor = sharedNow() - startCpu[1]!;
       if (ranFor >= budgetMs) void check().catch(timedOut);
-      else timer = setTimeout(() => void check().catch(timedOut), budgetMs - ranFor);
+      else timer = setTimeout(() => void check().catch(timedOut), Math.min(budgetMs, budgetMs - ranFor));
     };
     if (begun.async) void begun.value.then(onBegun);
     else onBegun();

@@ -7,7 +7,7 @@
 // loaded machine) is not the task's time.
 import { threadId } from 'node:worker_threads';
 import { workerData } from 'piscina';
-import { wallNow } from './clock.ts';
+import { sharedNow } from './clock.ts';
 
 type Tasks = Record<string, (input: unknown) => unknown>;
 type Loader = () => Promise<Record<string, unknown>>;
@@ -22,9 +22,9 @@ const lazy: Record<string, Loader> = tasks.lazyTasks ?? {};
  * thread's CPU time in ms when the task began (the clock of Worker.cpuUsage()),
  * written before [0] is set, so the pool counts the task's CPU from its true
  * start however late its own event loop sees the task begin; `startCpu[1]`: the
- * wall clock then (ms since the epoch, as `wallNow()`), an upper bound of that
- * CPU time, so the pool asks a thread for its CPU time only once the task has
- * run as long as its budget.
+ * time then on the clock all threads share (`sharedNow()`, ms): the task's CPU
+ * time is at most the time elapsed since, so the pool asks a thread for its CPU
+ * time only once the task has run as long as its budget.
  */
 export type Envelope = { name: string; input: unknown; started: Int32Array; startCpu: Float64Array };
 
@@ -34,7 +34,7 @@ export async function run({ name, input, started, startCpu }: Envelope): Promise
   if (typeof task !== 'function' && Object.hasOwn(lazy, name)) task = (await lazy[name]!())[name];
   const cpu0 = process.threadCpuUsage();
   startCpu[0] = (cpu0.user + cpu0.system) / 1000;
-  startCpu[1] = wallNow();
+  startCpu[1] = sharedNow();
   Atomics.store(started, 1, threadId);
   Atomics.store(started, 0, 1);
   Atomics.notify(started, 0);
