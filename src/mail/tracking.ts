@@ -203,6 +203,8 @@ async function bumpAndStore(
       ? sql`, opens_count = opens_count + 1, first_opened_at = coalesce(first_opened_at, ${send.now}), updated_at = now()`
       : sql`, clicks_count = clicks_count + 1, first_clicked_at = coalesce(first_clicked_at, ${send.now}), updated_at = now()`;
   const d = c.decision;
+  // Inside a transaction it would make the whole transaction's commit asynchronous.
+  if (opts.asyncCommit && db.isTransaction) throw new Error('asyncCommit is for a statement outside a transaction');
   // An uncorrelated subquery in the WHERE runs once, before the row is
   // looked up: the setting is in force whatever the statement then finds.
   const asyncCommit = opts.asyncCommit ? sql` AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL` : sql``;

@@ -128,6 +128,8 @@ describe('tracking replay: counted once per link, verdict and hour', () => {
         ['SELECT', 'WITH'],
         `statements of one repeat: ${sent.map((s) => s.text.trim().slice(0, 40)).join(' | ')}`,
       );
+      // ...committed without waiting for the WAL flush, as the transaction it replaced was.
+      assert.match(sent[1]!.text, /set_config\('synchronous_commit', 'off', true\)/);
     }
     const c = await countersOf(db(), send);
     // 2 opens (1 counted) and 2 clicks (1 counted): the repeats still raise the raw totals and store their rows.
