@@ -241,6 +241,19 @@ describe('provider webhooks', () => {
     assert.equal(applied.length, count);
   });
 
+  test('SendGrid: a signed batch larger than the pool threshold (parsed in the pool) still verifies: its bytes are not moved away before the check', async () => {
+    const { key } = await makeTeam(t.database.db);
+    const sg = sendgridKeys();
+    const { path } = await create(key, { provider: 'sendgrid', signing_key: sg.publicKeyBase64 });
+    const events = sendgridEvents({ sgId: '14c5d75ce93.dfd.64b470', messageId: 'sg2@mail.example.com', bounced: 'b2@example.net', complained: 'c2@example.net', delivered: 'd2@example.net' });
+    const padding = Array.from({ length: 600 }, (_, i) => ({ ...events[0], sg_event_id: `pad-${i}-${'x'.repeat(40)}` }));
+    const body = JSON.stringify([...events, ...padding]);
+    assert.ok(Buffer.byteLength(body) > testConfig().intake.jsonPoolThresholdBytes, `${Buffer.byteLength(body)} bytes`);
+    const res = await post(path, body, sg.sign(body));
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json(), { ok: true, received: 3, matched: 3, unmatched: 0, ignored: 603 });
+  });
+
   test('Postmark: the URL\'s basic credentials are required (401 without or with wrong ones); bounce and spam complaint records map', async () => {
     const { key } = await makeTeam(t.database.db);
     const { path, user, password } = await create(key, { provider: 'postmark' });

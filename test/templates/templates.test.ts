@@ -97,16 +97,22 @@ describe('templates: create, list, get, delete', () => {
     assert.equal(res!.statusCode, 201, res!.body.slice(0, 300));
     const created = res!.json().template;
     assert.equal(created.content, content);
-    const patched = await t.app.inject({
-      method: 'PATCH', url: `/public/v1/email/templates/${created.id}`, headers: { 'x-api-key': key }, payload: { content: content + '<p>more</p>' },
+    let patched: Awaited<ReturnType<typeof create>> | undefined;
+    const updates = await captured(/update "templates"/i, async () => {
+      patched = await t.app.inject({
+        method: 'PATCH', url: `/public/v1/email/templates/${created.id}`, headers: { 'x-api-key': key }, payload: { content: content + '<p>more</p>' },
+      });
     });
-    assert.equal(patched.statusCode, 200, patched.body.slice(0, 300));
-    const updated = patched.json().template;
+    assert.equal(patched!.statusCode, 200, patched!.body.slice(0, 300));
+    const updated = patched!.json().template;
     assert.equal(updated.content, content + '<p>more</p>');
     assert.deepEqual((await get(key, `/public/v1/email/templates/${created.id}`)).json(), { ok: true, template: updated });
     assert.equal(inserts.length, 1);
-    const returning = inserts[0]!.text.slice(inserts[0]!.text.toLowerCase().lastIndexOf('returning'));
-    assert.ok(returning.startsWith('returning') && !/"(alt_)?content"/.test(returning), returning);
+    assert.equal(updates.length, 1);
+    for (const { text } of [...inserts, ...updates]) {
+      const returning = text.slice(text.toLowerCase().lastIndexOf('returning'));
+      assert.ok(returning.startsWith('returning') && !/"(alt_)?content"/.test(returning), returning);
+    }
   });
 
   test('list: newest first, string meta, content only with include[]=content', async () => {
