@@ -74,6 +74,13 @@ describe('webhook delivery', () => {
     await sleep(config.webhookTimeoutMs);
     return r.received.length;
   };
+  /**
+   * Long enough after `settled` for the retries a change that did not stop
+   * them would send: if the first retry went out before the change (counted
+   * by `settled`), the second is due 1.2 s after it, 2.0 s after the first
+   * attempt; the window ends at least 3.7 s after it.
+   */
+  const NEXT_TWO_RETRIES_MS = (DELAYS[0]! + DELAYS[1]!) * 1000 + 700;
   const deliveries = async (key: string, webhookId: string, query = '') => (await api(key, 'GET', `/webhooks/${webhookId}/deliveries${query}`)).json();
   /** The newest delivery of a webhook, once it has at least `attempts` attempts recorded. */
   const recorded = async (key: string, webhookId: string, attempts = 1) => {
@@ -249,7 +256,7 @@ describe('webhook delivery', () => {
     assert.equal((await api(key, 'POST', `/webhooks/${webhook.id}/disable`)).statusCode, 200);
     const sentBefore = await settled(r);
     status = 200;
-    await sleep(DELAYS[0]! * 1000 + 700);
+    await sleep(NEXT_TWO_RETRIES_MS);
     assert.equal(r.received.length, sentBefore, 'nothing is sent while disabled');
     assert.equal((await deliveries(key, webhook.id)).deliveries[0].status, 'pending');
     const enabled = (await api(key, 'POST', `/webhooks/${webhook.id}/enable`)).json().webhook;
@@ -272,7 +279,7 @@ describe('webhook delivery', () => {
     await r.waitFor(1);
     assert.equal((await api(key, 'DELETE', `/webhooks/${webhook.id}`)).statusCode, 200);
     const sentBefore = await settled(r);
-    await sleep(DELAYS[0]! * 1000 + 700);
+    await sleep(NEXT_TWO_RETRIES_MS);
     assert.equal(r.received.length, sentBefore, 'nothing is sent once deleted');
     const { rows } = await t.database.pool.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = $1', [webhook.id]);
     assert.equal(rows[0].n, 0);
