@@ -179,7 +179,7 @@ type Classified = ReturnType<typeof classifyHit>;
 
 /**
  * One statement: the raw hit total (and, for a person's counted hit, the
- * message's engagement counter) goes up, and the hit is stored while the
+ * message's and the contact's engagement counters) goes up, and the hit is stored while the
  * message has at most `maxHitsPerMessage` hits. The send's row lock it takes
  * is held for one statement when no transaction is open.
  *
@@ -202,6 +202,21 @@ async function bumpAndStore(
     : isOpen
       ? sql`, opens_count = opens_count + 1, first_opened_at = coalesce(first_opened_at, ${send.now}), updated_at = now()`
       : sql`, clicks_count = clicks_count + 1, first_clicked_at = coalesce(first_clicked_at, ${send.now}), updated_at = now()`;
+  // A person's counted hit also moves the contact, in the same statement. Only
+  // a person's counted opens and clicks do; contacts.updated_at is left alone:
+  // it is the record's edit time, not its activity time.
+  const at = send.now;
+  const contact = !opts.countPerson || !send.contact_id
+    ? sql``
+    : isOpen
+      ? sql`, k AS (
+          UPDATE contacts SET opens_count = opens_count + 1,
+                 first_opened_at = coalesce(first_opened_at, ${at}), last_opened_at = greatest(last_opened_at, ${at})
+           WHERE id = ${send.contact_id}::uuid AND team_id = ${send.team_id}::uuid)`
+      : sql`, k AS (
+          UPDATE contacts SET clicks_count = clicks_count + 1,
+                 first_clicked_at = coalesce(first_clicked_at, ${at}), last_clicked_at = greatest(last_clicked_at, ${at})
+           WHERE id = ${send.contact_id}::uuid AND team_id = ${send.team_id}::uuid)`;
   const d = c.decision;
   // Inside a transaction it would make the whole transaction's commit asynchronous.
   if (opts.asyncCommit && db.isTransaction) throw new Error('asyncCommit is for a statement outside a transaction');
@@ -213,29 +228,13 @@ async function bumpAndStore(
       UPDATE email_send_log SET ${raw}${engagement}
        WHERE id = ${send.id}::uuid AND team_id = ${send.team_id}::uuid${asyncCommit}
       RETURNING id, team_id, open_hits_count + click_hits_count AS hits
-    )
+    )${contact}
     INSERT INTO tracking_hits (team_id, email_send_log_id, contact_id, kind, method, url, ip, user_agent,
                                is_bot, bot_score, reasons, fingerprint, event_id, created_at)
     SELECT l.team_id, l.id, ${send.contact_id}::uuid, ${hit.kind}::text, ${hit.method}::text, ${hit.url}::text, ${hit.ip}::text,
            ${hit.userAgent}::text, ${d.is_bot}::boolean, ${d.bot_score}::float8, ${d.reasons}::text[], ${c.fingerprint}::text,
            ${opts.eventId}::uuid, ${send.now}::timestamptz
       FROM l WHERE l.hits <= ${opts.limits.maxHitsPerMessage}`.execute(db);
-}
-
-// Only a person's counted opens and clicks move the contact. contacts.updated_at
-// is left alone: it is the record's edit time, not its activity time.
-async function countContact(tx: Tx, send: LockedSend, kind: 'open' | 'click'): Promise<void> {
-  if (!send.contact_id) return;
-  const at = send.now;
-  if (kind === 'open') {
-    await sql`UPDATE contacts SET opens_count = opens_count + 1,
-                first_opened_at = coalesce(first_opened_at, ${at}), last_opened_at = greatest(last_opened_at, ${at})
-              WHERE id = ${send.contact_id}::uuid AND team_id = ${send.team_id}::uuid`.execute(tx);
-  } else {
-    await sql`UPDATE contacts SET clicks_count = clicks_count + 1,
-                first_clicked_at = coalesce(first_clicked_at, ${at}), last_clicked_at = greatest(last_clicked_at, ${at})
-              WHERE id = ${send.contact_id}::uuid AND team_id = ${send.team_id}::uuid`.execute(tx);
-  }
 }
 
 const alreadyCounted = (state: Partial<HitState>, c: Classified) => (c.decision.is_bot ? state.bot_counted : state.human_counted) === true;
@@ -271,7 +270,6 @@ async function countingHitTx(tx: Tx, hit: HitInput, limits: TrackingLimits): Pro
     const key = hit.kind === 'open' ? (c.decision.is_bot ? 'opened_bot' : 'opened_human') : c.decision.is_bot ? 'clicked_bot' : 'clicked_human';
     await addMessageFacts(tx, [{ messageId: send.id, key, at: send.now }]);
   }
-  if (!isBotEvent) await countContact(tx, send, hit.kind === 'open' ? 'open' : 'click');
   const [eventId = null] = await emit(tx, [
     { teamId: send.team_id, name: event, contactId: send.contact_id, payload: payloadOf(send, hit, c.decision, isBotEvent), occurredAt: send.now },
   ]);

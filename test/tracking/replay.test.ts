@@ -137,6 +137,16 @@ describe('tracking replay: counted once per link, verdict and hour', () => {
     assert.equal((await hitsOf(db(), send.id)).length, 4);
   });
 
+  test("a counted hit moves the contact's counters in the statement that stores the hit, not in one of its own", async () => {
+    const { send } = await setup();
+    const sent = await captured(/./, async () => assert.equal((await get(links.openPixelUrl(send.id))).statusCode, 200));
+    assert.deepEqual(sent.filter((s) => /^\s*update\s+contacts/i.test(s.text)).map((s) => s.text.slice(0, 60)), []);
+    assert.ok(sent.some((s) => /update contacts set opens_count/i.test(s.text.replace(/\s+/g, ' '))), 'the contact is counted');
+    const c = await countersOf(db(), send);
+    assert.deepEqual([c.log.opens_count, c.contact!.opens_count, c.log.open_hits_count], [1, 1, 1]);
+    assert.ok(c.contact!.first_opened_at && c.contact!.last_opened_at);
+  });
+
   test('an hour later the same link counts again; within the hour it does not; first_opened_at keeps the first', async () => {
     const { teamId, send } = await setup();
     await get(links.openPixelUrl(send.id));
