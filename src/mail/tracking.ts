@@ -195,31 +195,24 @@ async function bumpAndStore(
   c: Classified,
   opts: { countPerson: boolean; eventId: string | null; limits: TrackingLimits; asyncCommit?: boolean },
 ): Promise<void> {
-  const isOpen = hit.kind === 'open';
-  const raw = isOpen ? sql`open_hits_count = open_hits_count + 1` : sql`click_hits_count = click_hits_count + 1`;
-  const engagement = !opts.countPerson
-    ? sql``
-    : isOpen
-      ? sql`, opens_count = opens_count + 1, first_opened_at = coalesce(first_opened_at, ${send.now}), updated_at = now()`
-      : sql`, clicks_count = clicks_count + 1, first_clicked_at = coalesce(first_clicked_at, ${send.now}), updated_at = now()`;
-  // A person's counted hit also moves the contact, in the same statement. Only
-  // a person's counted opens and clicks do; contacts.updated_at is left alone:
-  // it is the record's edit time, not its activity time.
-  const at = send.now;
-  const contact = !opts.countPerson || !send.contact_id
-    ? sql``
-    : isOpen
-      ? sql`, k AS (
-          UPDATE contacts SET opens_count = opens_count + 1,
-                 first_opened_at = coalesce(first_opened_at, ${at}), last_opened_at = greatest(last_opened_at, ${at})
-           WHERE id = ${send.contact_id}::uuid AND team_id = ${send.team_id}::uuid)`
-      : sql`, k AS (
-          UPDATE contacts SET clicks_count = clicks_count + 1,
-                 first_clicked_at = coalesce(first_clicked_at, ${at}), last_clicked_at = greatest(last_clicked_at, ${at})
-           WHERE id = ${send.contact_id}::uuid AND team_id = ${send.team_id}::uuid)`;
-  const d = c.decision;
   // Inside a transaction it would make the whole transaction's commit asynchronous.
   if (opts.asyncCommit && db.isTransaction) throw new Error('asyncCommit is for a statement outside a transaction');
+  const isOpen = hit.kind === 'open';
+  const at = send.now;
+  const [hits, count, first, last] = (isOpen
+    ? ['open_hits_count', 'opens_count', 'first_opened_at', 'last_opened_at']
+    : ['click_hits_count', 'clicks_count', 'first_clicked_at', 'last_clicked_at']).map((column) => sql.raw(column)); // constants, not input
+  const raw = sql`${hits} = ${hits} + 1`;
+  const engagement = opts.countPerson ? sql`, ${count} = ${count} + 1, ${first} = coalesce(${first}, ${at}), updated_at = now()` : sql``;
+  // A person's counted hit also moves the contact, in the same statement;
+  // contacts.updated_at is left alone: it is the record's edit time, not its
+  // activity time.
+  const contact = opts.countPerson && send.contact_id
+    ? sql`, k AS (
+        UPDATE contacts SET ${count} = ${count} + 1, ${first} = coalesce(${first}, ${at}), ${last} = greatest(${last}, ${at})
+         WHERE id = ${send.contact_id}::uuid AND team_id = ${send.team_id}::uuid)`
+    : sql``;
+  const d = c.decision;
   // An uncorrelated subquery in the WHERE runs once, before the row is
   // looked up: the setting is in force whatever the statement then finds.
   const asyncCommit = opts.asyncCommit ? sql` AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL` : sql``;
