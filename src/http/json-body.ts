@@ -63,5 +63,5 @@ export function installJsonParser(app: FastifyInstance, opts: JsonBodyOptions): 
   // event loop; a large body is decoded in the pool instead. Nothing else
   // holds the buffer Fastify collected, so it is moved there, not copied.
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request: FastifyRequest, body: string | Buffer) =>
-    parseJsonRequestBody(typeof body === 'string' ? Buffer.from(body, 'utf8') : body, opts, request.auth?.teamId, true));
+    parseJsonRequestBody(body as Buffer, opts, request.auth?.teamId, true)); // parseAs 'buffer': always a Buffer
 }
