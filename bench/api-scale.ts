@@ -14,7 +14,6 @@ import { Pool as HttpPool } from 'undici';
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { cpuMeter, localPostmaster } from './lib/cpu.ts';
 import { fmt, round, table } from './lib/report.ts';
-import { scriptNodeFlags } from './lib/node-flags.ts';
 import { GOAL_RSS_MIB, mibs, rssMaxMeter } from './lib/rss.ts';
 import { startServer, type ServerProcess } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -53,7 +52,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     const apps: ServerProcess[] = [];
     for (let i = 0; i < processes; i++) {
       // With `npm start`'s node flags: the API process as deployed.
-      const app = await startServer('app', params, { log: opts.log, execArgv: scriptNodeFlags('start') });
+      const app = await startServer('app', params, { log: opts.log });
       opts.defer(() => app.stop());
       apps.push(app);
     }

@@ -4,7 +4,8 @@
 // Fastify server answering {"ok":true} on the same route.
 //
 // Both servers run in their own child process, started the same way (lib/
-// server.ts), and get the same requests (with the same x-api-key header) from
+// server.ts) with the node flags of `npm start` (the app as deployed, and the
+// bare server on the same runtime settings, so the ratio is the app's code), and get the same requests (with the same x-api-key header) from
 // autocannon in this process with the same connections and duration. Order:
 // one unmeasured warm-up run each, then interleaved measured rounds bare, app,
 // bare, app, so that drift on a shared machine hits both alike; for each server
@@ -12,6 +13,7 @@
 // round (every round is in the JSON line).
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { assertClean, measure, type LoadOptions, type LoadResult } from './lib/load.ts';
+import { scriptNodeFlags } from './lib/node-flags.ts';
 import { fmt, round, table } from './lib/report.ts';
 import { startServer, type ServerProcess } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -39,7 +41,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const team = await createTeam(database.db, 'Bench team');
   const { key } = await createApiKey(database.db, team.id, 'bench key');
 
-  const bare = await startServer('bare', {}, { log });
+  const bare = await startServer('bare', {}, { log, execArgv: scriptNodeFlags('start') });
   opts.defer(() => bare.stop());
   const appParams: AppServerParams = { databaseUrl: database.url, appSecret: database.appSecret };
   const app = await startServer('app', appParams, { log });

@@ -1,11 +1,13 @@
 // Parent side of a benchmark server: runs bench/servers/<name>.ts in its own
-// Node process (the same Node binary and flags as this one, same environment),
+// Node process (the same Node binary and environment; the flags of this one,
+// or for the app server those of `npm start`),
 // so the load generator in this process does not share an event loop with it.
 // Every server is started, measured and stopped the same way; what differs
 // between servers is only the params each one gets (see lib/serve.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { ServerMessage } from './serve.ts';
+import { scriptNodeFlags } from './node-flags.ts';
 
 export const PARAMS_ENV = 'PLOVER_BENCH_SERVER_PARAMS';
 
@@ -27,11 +29,17 @@ const SERVERS_DIR = join(import.meta.dirname, '..', 'servers');
 export async function startServer(
   name: string,
   params: Record<string, unknown>,
-  opts: { log?: (msg: string) => void; startTimeoutMs?: number; /** Node flags (default: this process's). */ execArgv?: string[] } = {},
+  opts: {
+    log?: (msg: string) => void;
+    startTimeoutMs?: number;
+    /** Node flags (default: `npm start`'s for the app server, which runs the API as deployed; this process's for the others). */
+    execArgv?: string[];
+  } = {},
 ): Promise<ServerProcess> {
   if (!/^[a-z0-9][a-z0-9-]*$/.test(name)) throw new Error(`bad server name "${name}"`);
   const log = opts.log ?? (() => {});
-  const child = spawn(process.execPath, [...(opts.execArgv ?? process.execArgv), join(SERVERS_DIR, `${name}.ts`)], {
+  const execArgv = opts.execArgv ?? (name === 'app' ? scriptNodeFlags('start') : process.execArgv);
+  const child = spawn(process.execPath, [...execArgv, join(SERVERS_DIR, `${name}.ts`)], {
     env: { ...process.env, [PARAMS_ENV]: JSON.stringify(params) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
