@@ -11,6 +11,10 @@
 // bare, app, so that drift on a shared machine hits both alike; for each server
 // the round with the most req/s is its result, and its p99 comes from that same
 // round (every round is in the JSON line).
+//
+// With REDIS_URL in the environment a third server is measured in the same
+// rounds: the app with its rate-limit counters in that Redis, as API processes
+// that share a limit run (src/http/rate-limit-store.ts).
 import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { assertClean, measure, type LoadOptions, type LoadResult } from './lib/load.ts';
 import { scriptNodeFlags } from './lib/node-flags.ts';
@@ -28,7 +32,7 @@ const warmupSeconds = (duration: number) => Math.min(3, Math.max(1, Math.round(d
 const ms = (x: number) => fmt(x, 3);
 const pct = (x: number | undefined) => (x === undefined ? '-' : `${Math.round(x * 100)}%`);
 
-type Target = { label: 'bare' | 'app'; server: ServerProcess };
+type Target = { label: 'bare' | 'app' | 'app+redis'; server: ServerProcess };
 type Round = { round: number; server: Target['label'] } & LoadResult;
 
 export async function run(opts: BenchOptions): Promise<void> {
@@ -50,6 +54,12 @@ export async function run(opts: BenchOptions): Promise<void> {
     { label: 'bare', server: bare },
     { label: 'app', server: app },
   ];
+  const redisUrl = process.env.REDIS_URL;
+  if (redisUrl) {
+    const appRedis = await startServer('app', { ...appParams, redisUrl }, { log });
+    opts.defer(() => appRedis.stop());
+    targets.push({ label: 'app+redis', server: appRedis });
+  }
 
   const headers = { 'x-api-key': key };
   const load = (t: Target, seconds: number): LoadOptions => ({
@@ -96,22 +106,27 @@ export async function run(opts: BenchOptions): Promise<void> {
     reqPerSec: a.reqPerSec / b.reqPerSec,
     p99: b.p99Ms > 0 ? a.p99Ms / b.p99Ms : null,
   };
+  const withRedis = redisUrl ? best('app+redis') : undefined;
 
   const out: string[] = [];
   out.push(
     `ping: GET ${ROUTE}, ${connections} connections, ${duration} s per run, ` +
-      `best of ${ROUNDS} interleaved rounds (bare, app, bare, app) after a ${warmup} s warm-up each`,
+      `best of ${ROUNDS} interleaved rounds (${targets.map((t) => t.label).join(', ')}, and again) after a ${warmup} s warm-up each`,
     '',
     table(
       ['server', 'req/s', 'p50 ms', 'p99 ms', 'requests', 'server CPU'],
       [
         ['bare Fastify', b.reqPerSec, ms(b.p50Ms), ms(b.p99Ms), b.requests, pct(b.serverCpu)],
         ['Plover app', a.reqPerSec, ms(a.p50Ms), ms(a.p99Ms), a.requests, pct(a.serverCpu)],
+        ...(withRedis
+          ? [['Plover app, limits in Redis', withRedis.reqPerSec, ms(withRedis.p50Ms), ms(withRedis.p99Ms), withRedis.requests, pct(withRedis.serverCpu)]]
+          : []),
       ],
       ['left', 'right', 'right', 'right', 'right', 'right'],
     ),
     '',
-    `app ÷ bare: req/s ${fmt(ratio.reqPerSec, 3)}, p99 ${ratio.p99 === null ? 'n/a (bare p99 is 0)' : fmt(ratio.p99, 3)}`,
+    `app ÷ bare: req/s ${fmt(ratio.reqPerSec, 3)}, p99 ${ratio.p99 === null ? 'n/a (bare p99 is 0)' : fmt(ratio.p99, 3)}` +
+      (withRedis ? `; app with limits in Redis ÷ bare: req/s ${fmt(withRedis.reqPerSec / b.reqPerSec, 3)}` : ''),
     '',
     'all rounds:',
     table(
@@ -150,6 +165,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       node: process.version,
       bare: figures(b),
       app: figures(a),
+      appRedis: withRedis ? { ...figures(withRedis), ratio: round(withRedis.reqPerSec / b.reqPerSec, 4) } : null,
       ratio: { reqPerSec: round(ratio.reqPerSec, 4), p99: ratio.p99 === null ? null : round(ratio.p99, 4) },
       all: rounds.map((r) => ({ server: r.server, ...figures(r) })),
     }),

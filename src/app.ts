@@ -36,6 +36,7 @@ import type { Resolver } from './lib/net-guard.ts';
 import { providerReceiveRoutes, type ProviderReceiveOptions } from './inbound/providers/receive-routes.ts';
 import { providerWebhooksRoutes } from './inbound/providers/routes.ts';
 import { mailAccountImapRoutes } from './inbound/imap/routes.ts';
+import { leasedRedisStore } from './http/rate-limit-store.ts';
 
 export type AppDeps = {
   config: Config;
@@ -120,8 +121,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     global: false,
     max: config.rateLimitPerMinute,
     timeWindow: 60_000,
-    redis: deps.redis,
-    nameSpace: 'plover:rl:',
+    // With Redis, counters shared by all API processes, taken in leases (rate-limit-store.ts).
+    store: deps.redis ? leasedRedisStore(deps.redis, 'plover:rl:') : undefined,
     // Fail open: a Redis outage must not take the API down with it.
     skipOnError: true,
     keyGenerator: (request) => (request.auth ? `k:${request.auth.keyId}` : `ip:${request.ip}`),

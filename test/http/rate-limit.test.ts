@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
+import { LeasedRedisStore, MAX_LEASE } from '../../src/http/rate-limit-store.ts';
 import { buildTestApp, createTestDatabase, makeTeam, type TestApp, type TestDatabase } from '../helpers.ts';
 
 const ping = (t: TestApp, key?: string, ip = '127.0.0.1') =>
@@ -103,5 +104,130 @@ describe('rate limits, shared through Redis', () => {
       assert.equal((await ping(b, undefined, ip)).statusCode, 401);
     }
     assertLimited(await ping(a, undefined, ip), 4);
+  });
+});
+
+/** Counts the commands a connection sends from now on. */
+function countCommands(redis: Redis): { readonly n: number } {
+  const counter = { n: 0 };
+  const send = redis.sendCommand.bind(redis);
+  redis.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
+    counter.n++;
+    return send(...args);
+  }) as Redis['sendCommand'];
+  return counter;
+}
+
+describe('rate limits through Redis, taken in leases', () => {
+  const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  let db: TestDatabase;
+  let redisA: Redis;
+  let redisB: Redis;
+  let a: TestApp;
+  let b: TestApp;
+  before(async () => {
+    db = await createTestDatabase();
+    redisA = new Redis(url, { maxRetriesPerRequest: 1 });
+    redisB = new Redis(url, { maxRetriesPerRequest: 1 });
+    a = await buildTestApp({ database: db, config: { rateLimitPerMinute: 1000 }, deps: { redis: redisA } });
+    b = await buildTestApp({ database: db, config: { rateLimitPerMinute: 1000 }, deps: { redis: redisB } });
+  });
+  after(async () => {
+    await a.close();
+    await b.close();
+    redisA.disconnect();
+    redisB.disconnect();
+    await db.drop();
+  });
+
+  test('a busy key asks Redis a few times, not once a request, and one process counts it exactly', async () => {
+    const { key, keyId } = await makeTeam(db.db);
+    const commands = countCommands(redisA);
+    const remaining: number[] = [];
+    for (let i = 0; i < 300; i++) {
+      const res = await ping(a, key);
+      assert.equal(res.statusCode, 200);
+      remaining.push(Number(res.headers['x-ratelimit-remaining']));
+    }
+    assert.deepEqual(remaining, Array.from({ length: 300 }, (_, i) => 999 - i));
+    // Leases of 1, 2, 4, ... 64 tokens: 1+2+...+64 = 127, then 64 each.
+    assert.ok(commands.n >= 7 && commands.n <= 12, `${commands.n} Redis commands for 300 requests`);
+    const [counter] = await redisA.keys(`plover:rl:*${keyId}*`);
+    const shared = Number(await redisA.get(counter!));
+    assert.ok(shared >= 300 && shared < 300 + MAX_LEASE, `shared counter ${shared}`);
+  });
+
+  test('two processes together never let more than the limit through', async () => {
+    const limited = await buildTestApp({ database: db, config: { rateLimitPerMinute: 50 }, deps: { redis: redisA } });
+    const other = await buildTestApp({ database: db, config: { rateLimitPerMinute: 50 }, deps: { redis: redisB } });
+    try {
+      const { key } = await makeTeam(db.db);
+      const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => ping(i % 2 ? limited : other, key)));
+      const codes = answers.map((r) => r.statusCode);
+      // Each process had more requests than the limit, so every token it leased was used.
+      assert.equal(codes.filter((c) => c === 200).length, 50);
+      assert.equal(codes.filter((c) => c === 429).length, 150);
+      for (const r of answers.filter((r) => r.statusCode === 429)) assertLimited(r, 50);
+    } finally {
+      await limited.close();
+      await other.close();
+    }
+  });
+
+  test('a window used up is answered 429 from memory, without Redis', async () => {
+    const limited = await buildTestApp({ database: db, config: { rateLimitPerMinute: 20 }, deps: { redis: redisA } });
+    try {
+      const { key } = await makeTeam(db.db);
+      for (let i = 0; i < 20; i++) assert.equal((await ping(limited, key)).statusCode, 200);
+      assertLimited(await ping(limited, key), 20);
+      const commands = countCommands(redisA);
+      for (let i = 0; i < 100; i++) assertLimited(await ping(limited, key), 20);
+      assert.equal(commands.n, 0);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  test('Redis unreachable: requests pass (the limiter fails open)', async () => {
+    const down = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
+    down.on('error', () => {});
+    const t = await buildTestApp({ database: db, config: { rateLimitPerMinute: 2 }, deps: { redis: down } });
+    try {
+      const { key } = await makeTeam(db.db);
+      for (let i = 0; i < 5; i++) assert.equal((await ping(t, key)).statusCode, 200);
+    } finally {
+      await t.close();
+      down.disconnect();
+    }
+  });
+});
+
+describe('the leased store itself', () => {
+  const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  let redis: Redis;
+  before(() => {
+    redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  });
+  after(() => redis.disconnect());
+  const incr = (store: LeasedRedisStore, key: string, windowMs: number, max: number) =>
+    new Promise<{ current: number; ttl: number }>((resolve, reject) => store.incr(key, (err, r) => (err ? reject(err) : resolve(r!)), windowMs, max));
+
+  test('a new window starts when the key expires', async () => {
+    const store = new LeasedRedisStore(redis, `plover:test:rl:${randomBytes(6).toString('hex')}:`);
+    const seen: number[] = [];
+    for (let i = 0; i < 4; i++) seen.push((await incr(store, 'k', 300, 3)).current);
+    assert.deepEqual(seen, [1, 2, 3, 4]);
+    await new Promise((r) => setTimeout(r, 350));
+    const next = await incr(store, 'k', 300, 3);
+    assert.equal(next.current, 1);
+    assert.ok(next.ttl > 0 && next.ttl <= 300, `ttl ${next.ttl}`);
+  });
+
+  test('keys remembered are capped', async () => {
+    const store = new LeasedRedisStore(redis, `plover:test:rl:${randomBytes(6).toString('hex')}:`, 50);
+    for (let i = 0; i < 120; i++) await incr(store, `ip:${i}`, 5_000, 10);
+    assert.equal(store.size, 50);
+    // An evicted key starts over in memory, but Redis still holds its count.
+    assert.equal((await incr(store, 'ip:0', 5_000, 10)).current, 2);
   });
 });
