@@ -215,19 +215,69 @@ describe('the leased store itself', () => {
   test('a new window starts when the key expires', async () => {
     const store = new LeasedRedisStore(redis, `plover:test:rl:${randomBytes(6).toString('hex')}:`);
     const seen: number[] = [];
-    for (let i = 0; i < 4; i++) seen.push((await incr(store, 'k', 300, 3)).current);
+    for (let i = 0; i < 4; i++) seen.push((await incr(store, 'k', 1_500, 3)).current);
     assert.deepEqual(seen, [1, 2, 3, 4]);
-    await new Promise((r) => setTimeout(r, 350));
-    const next = await incr(store, 'k', 300, 3);
+    await new Promise((r) => setTimeout(r, 1_600));
+    const next = await incr(store, 'k', 1_500, 3);
     assert.equal(next.current, 1);
-    assert.ok(next.ttl > 0 && next.ttl <= 300, `ttl ${next.ttl}`);
+    assert.ok(next.ttl > 0 && next.ttl <= 1_500, `ttl ${next.ttl}`);
   });
 
-  test('keys remembered are capped', async () => {
+  test('many requests of one key at once: one lease at a time, every count given once', async () => {
+    const store = new LeasedRedisStore(redis, `plover:test:rl:${randomBytes(6).toString('hex')}:`);
+    const commands = countCommands(redis);
+    const results = await Promise.all(Array.from({ length: 1000 }, () => incr(store, 'k', 60_000, 10_000)));
+    const counts = results.map((r) => r.current).sort((x, y) => x - y);
+    assert.deepEqual(counts, Array.from({ length: 1000 }, (_, i) => i + 1));
+    // 1 + 2 + ... + 64 = 127, then leases of 64: 22 for 1,000.
+    assert.ok(commands.n <= 25, `${commands.n} leases for 1,000 requests`);
+  });
+
+  test('a lease that fails fails the requests waiting for it, at once', async () => {
+    const down = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
+    down.on('error', () => {});
+    try {
+      const store = new LeasedRedisStore(down, 'plover:test:rl:down:');
+      const commands = countCommands(down);
+      const results = await Promise.allSettled(Array.from({ length: 200 }, () => incr(store, 'k', 60_000, 1_000)));
+      assert.ok(results.every((r) => r.status === 'rejected'));
+      // One failed lease for all of them, not one after another for each.
+      assert.equal(commands.n, 1);
+    } finally {
+      down.disconnect();
+    }
+  });
+
+  test('keys remembered are capped; a key in use is kept, the least recently used goes', async () => {
     const store = new LeasedRedisStore(redis, `plover:test:rl:${randomBytes(6).toString('hex')}:`, 50);
-    for (let i = 0; i < 120; i++) await incr(store, `ip:${i}`, 5_000, 10);
+    for (let i = 0; i < 40; i++) await incr(store, 'busy', 5_000, 1_000);
+    const commands = countCommands(redis);
+    for (let i = 0; i < 120; i++) {
+      await incr(store, `ip:${i}`, 5_000, 10);
+      await incr(store, 'busy', 5_000, 1_000);
+    }
     assert.equal(store.size, 50);
+    // Counted exactly: never evicted, so no leased token was lost.
+    assert.equal((await incr(store, 'busy', 5_000, 1_000)).current, 161);
+    // 120 new keys, one lease each; "busy" (leases of 32 and 64 by now) only a few.
+    assert.ok(commands.n <= 125, `${commands.n} Redis commands`);
     // An evicted key starts over in memory, but Redis still holds its count.
     assert.equal((await incr(store, 'ip:0', 5_000, 10)).current, 2);
+  });
+
+  test("a route's store (createRateLimit) uses @fastify/rate-limit's key names", async () => {
+    const prefix = `plover:test:rl:${randomBytes(6).toString('hex')}:`;
+    // RedisStore.child: `${key}${routeInfo.method}${routeInfo.url}-`, and createRateLimit() passes routeInfo {}.
+    const child = new LeasedRedisStore(redis, prefix).child({ routeInfo: {} });
+    await incr(child, 'signin-ip:10.0.0.1', 5_000, 10);
+    assert.deepEqual(await redis.keys(`${prefix}*`), [`${prefix}undefinedundefined-signin-ip:10.0.0.1`]);
+    const route = new LeasedRedisStore(redis, prefix).child({ routeInfo: { method: 'POST', url: '/x' } });
+    await incr(route, 'k', 5_000, 10);
+    assert.equal(await redis.get(`${prefix}POST/x-k`), '1');
+  });
+
+  test('options it does not implement are refused, not ignored', () => {
+    assert.throws(() => new LeasedRedisStore(redis, 'p:').child({ continueExceeding: true, routeInfo: {} }), /not supported/);
+    assert.throws(() => new LeasedRedisStore(redis, 'p:').child({ exponentialBackoff: true, routeInfo: {} }), /not supported/);
   });
 });
