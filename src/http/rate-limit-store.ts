@@ -148,6 +148,11 @@ export class LeasedRedisStore {
     return this.entries.size;
   }
 
+  /** Whether a key (as given to incr) is remembered (tests). */
+  has(key: string): boolean {
+    return this.entries.has(this.prefix + key);
+  }
+
   /** A request answered from this process's memory, or null when Redis must be asked. */
   private fromMemory(k: string, max: number): Result | null {
     const e = this.entries.get(k);

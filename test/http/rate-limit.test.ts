@@ -269,6 +269,42 @@ describe('the leased store itself', () => {
     assert.ok(commands.n <= 140, `${commands.n} Redis commands`);
   });
 
+  test('a key quiet for over a second goes back to leases of one token', async () => {
+    const prefix = `plover:test:rl:${randomBytes(6).toString('hex')}:`;
+    const store = new LeasedRedisStore(redis, prefix);
+    // Busy: leases of 1, 2, 4, 8, 16 (31 tokens), then one of 32 for the 32nd request.
+    for (let i = 0; i < 32; i++) await incr(store, 'k', 60_000, 100_000);
+    assert.equal(await redis.get(`${prefix}k`), String(31 + 32));
+    for (let i = 32; i < 63; i++) await incr(store, 'k', 60_000, 100_000); // the lease used up
+    await new Promise((r) => setTimeout(r, 1_100));
+    assert.equal((await incr(store, 'k', 60_000, 100_000)).current, 64);
+    // One token leased, not 64: the shared counter moved by one.
+    assert.equal(await redis.get(`${prefix}k`), '64');
+  });
+
+  test('eviction passes over keys whose lease is on its way', async () => {
+    const held = new Redis(url, { maxRetriesPerRequest: 1 });
+    try {
+      const store = new LeasedRedisStore(held, `plover:test:rl:${randomBytes(6).toString('hex')}:`, { maxKeys: 3 });
+      // Leases of "a" and "b" wait until released; others go through.
+      const client = held as unknown as { ploverRateLease: (k: string, n: number, w: number) => Promise<[number, number]> };
+      const real = client.ploverRateLease.bind(held);
+      const gates: (() => void)[] = [];
+      client.ploverRateLease = (k, n, w) =>
+        /:(a|b)$/.test(k) ? new Promise<void>((r) => gates.push(r)).then(() => real(k, n, w)) : real(k, n, w);
+      const a = incr(store, 'a', 60_000, 10);
+      const b = incr(store, 'b', 60_000, 10);
+      await incr(store, 'c', 60_000, 10);
+      // Full (a, b, c): d evicts the least recently used without a lease on its way, c.
+      await incr(store, 'd', 60_000, 10);
+      assert.deepEqual(['a', 'b', 'c', 'd'].map((k) => store.has(k)), [true, true, false, true]);
+      for (const open of gates) open();
+      assert.deepEqual([(await a).current, (await b).current], [1, 1]);
+    } finally {
+      held.disconnect();
+    }
+  });
+
   test("a route's store (createRateLimit) uses @fastify/rate-limit's key names", async () => {
     const prefix = `plover:test:rl:${randomBytes(6).toString('hex')}:`;
     // RedisStore.child: `${key}${routeInfo.method}${routeInfo.url}-`, and createRateLimit() passes routeInfo {}.
