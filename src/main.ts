@@ -2,7 +2,7 @@
 // API and/or worker, first-start welcome, the start banner, and graceful shutdown.
 import { createServer } from 'node:net';
 import closeWithGrace from 'close-with-grace';
-import { Redis } from 'ioredis';
+import { connectRedis } from './lib/redis.ts';
 import pino from 'pino';
 import prettyStream from 'pino-pretty';
 import { ConfigError, loadConfig, type Config } from './config.ts';
@@ -72,10 +72,7 @@ export async function main(opts: { api: boolean; worker: boolean | undefined }):
   const applied = await migrate(database.pool);
   if (applied.length) log.info({ applied }, 'migrations applied');
 
-  const redis = config.redisUrl
-    ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2_000 })
-    : undefined;
-  redis?.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
+  const redis = config.redisUrl ? connectRedis(config.redisUrl, (err) => log.warn({ err: err.message }, 'redis error')) : undefined;
 
   const runtimeConfig = { ...config, appSecret: database.appSecret };
   // The API and the inbound listener are loaded only by a process that runs

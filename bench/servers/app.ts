@@ -1,11 +1,11 @@
 // The real app, built as src/server.ts builds it (buildApp on a pool) but with
 // logging silent, a rate limit too high to reject anything, no Redis (unless
 // given redisUrl) and no worker, on the database the parent created and migrated.
-import { Redis } from 'ioredis';
 import pino from 'pino';
 import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 import { createDb, createPool } from '../../src/db/pool.ts';
+import { connectRedis } from '../../src/lib/redis.ts';
 import { serve } from '../lib/serve.ts';
 
 export type AppServerParams = {
@@ -29,8 +29,7 @@ await serve<AppServerParams>(async ({ databaseUrl, appSecret, poolSize = 20, red
   const pool = createPool(databaseUrl, poolSize); // 20: openDatabase's default
   const db = createDb(pool);
   // As src/main.ts connects when REDIS_URL is set.
-  const redis = redisUrl ? new Redis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2_000 }) : undefined;
-  redis?.on('error', () => {});
+  const redis = redisUrl ? connectRedis(redisUrl, () => {}) : undefined;
   const app = await buildApp({ config, pool, db, redis, logger: pino({ level: 'silent' }) });
   return {
     app,
