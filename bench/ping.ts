@@ -5,8 +5,9 @@
 //
 // Both servers run in their own child process, started the same way (lib/
 // server.ts) with the node flags of `npm start` (the app as deployed, and the
-// bare server on the same runtime settings, so the ratio is the app's code), and get the same requests (with the same x-api-key header) from
-// autocannon in this process with the same connections and duration. Order:
+// bare server on the same runtime settings, so the ratio is the app's code),
+// and get the same requests (with the same x-api-key header) from autocannon
+// in this process with the same connections and duration. Order:
 // one unmeasured warm-up run each, then interleaved measured rounds bare, app,
 // bare, app, so that drift on a shared machine hits both alike; for each server
 // the round with the most req/s is its result, and its p99 comes from that same

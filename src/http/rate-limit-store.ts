@@ -159,18 +159,13 @@ export class LeasedRedisStore {
     if (!e) return null;
     const now = performance.now();
     if (now >= e.end) return null;
-    let hit: Result | null = null;
-    if (e.left > 0) {
-      e.left--;
-      e.current++;
-      hit = { current: e.current, ttl: Math.ceil(e.end - now) };
-    } else if (e.current >= max) {
-      // Used up: every later request of this window is over the limit, whoever counts it.
-      e.current++;
-      hit = { current: e.current, ttl: Math.ceil(e.end - now) };
-    }
-    if (hit) this.touch(k, e);
-    return hit;
+    // A leased token, or a window used up (every later request of it is over
+    // the limit, whoever counts it); otherwise Redis is asked.
+    if (e.left > 0) e.left--;
+    else if (e.current < max) return null;
+    e.current++;
+    this.touch(k, e);
+    return { current: e.current, ttl: Math.ceil(e.end - now) };
   }
 
   /** Moves a key to the young end of the map: eviction takes the least recently used. */
