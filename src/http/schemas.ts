@@ -18,13 +18,26 @@ const EMAIL_RE =
   /^(?=.{3,254}$)(?=[^@]{1,64}@)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]{0,62}$/;
 export const isEmail = (s: string): boolean => EMAIL_RE.test(s.trim());
 
-const regionNames = new Intl.DisplayNames(['en'], { type: 'region' });
-/** ISO 3166-1 alpha-2, any case. Intl echoes unknown codes back (or says "Unknown Region"). */
+/**
+ * ISO 3166-1 alpha-2 codes Intl knows (it echoes unknown codes back, or says
+ * "Unknown Region"), found once: asking Intl for every contact was a quarter of
+ * a 1,000-contact bulk upsert's validation time.
+ */
+const COUNTRY_CODES: ReadonlySet<string> = (() => {
+  const regionNames = new Intl.DisplayNames(['en'], { type: 'region' });
+  const codes = new Set<string>();
+  for (let a = 65; a <= 90; a++) {
+    for (let b = 65; b <= 90; b++) {
+      const code = String.fromCharCode(a, b);
+      const name = regionNames.of(code);
+      if (name !== undefined && name !== code && name !== 'Unknown Region') codes.add(code);
+    }
+  }
+  return codes;
+})();
+/** ISO 3166-1 alpha-2, any case (ASCII letters only: 'ıs' upper-cases to 'IS'). */
 export function isCountryCode(s: string): boolean {
-  if (!/^[A-Za-z]{2}$/.test(s)) return false;
-  const code = s.toUpperCase();
-  const name = regionNames.of(code);
-  return name !== undefined && name !== code && name !== 'Unknown Region';
+  return /^[A-Za-z]{2}$/.test(s) && COUNTRY_CODES.has(s.toUpperCase());
 }
 
 // ajv-formats' date-time takes what PostgreSQL's timestamptz refuses: year
