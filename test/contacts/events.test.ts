@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { toPatches, upsertContacts } from '../../src/contacts/queries.ts';
+import { savedPayload, toPatches, upsertContacts } from '../../src/contacts/queries.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 
 describe('contacts: events emitted exactly for real changes', () => {
@@ -61,6 +61,30 @@ describe('contacts: events emitted exactly for real changes', () => {
       [ev.map((e) => e.id)],
     );
     assert.ok(rows[0].n <= 3, `600 + 2 events in ${rows[0].n} jobs`);
+  });
+
+  test('the payload the upsert statement builds in SQL is savedPayload() of the stored row, to the millisecond', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const contacts = [
+      { email: 'Full@X.io', first_name: 'Ada', last_name: 'L', phone: '+44 1', foreign_id: 'crm-1', country_code: 'gb' },
+      { email: 'bare@x.io' }, // every optional field null
+      { email: 'odd@x.io', first_name: 'Ünïcødé "quoted" \\ back', last_name: '' },
+    ];
+    await post(key, 'bulk-upsert', { contacts });
+    // Microseconds that round up but must truncate, as Date#toISOString() of the parsed row does.
+    await t.database.pool.query(
+      `UPDATE contacts SET created_at = '2024-02-29T23:59:59.999999Z' WHERE team_id = $1 AND email = 'full@x.io'`,
+      [teamId],
+    );
+    await post(key, 'bulk-upsert', { contacts: [{ email: 'full@x.io', first_name: 'Ada2' }, { email: 'bare@x.io', tags: ['t'] }] });
+    const ev = await events(teamId);
+    assert.equal(ev.length, 5);
+    const rows = await t.database.db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).execute();
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const latest = new Map(ev.map((e) => [e.contact_id, e.payload]));
+    for (const [id, payload] of latest) assert.deepEqual(payload, savedPayload(byId.get(id!)!), `payload of ${byId.get(id!)!.email}`);
+    assert.equal(latest.get(rows.find((r) => r.email === 'full@x.io')!.id)!.created_at, '2024-02-29T23:59:59.999Z');
+    assert.deepEqual(await jobsFor(ev.map((e) => e.id)), ev.map((e) => e.id), 'every event has its processing job');
   });
 
   test('unsubscribe emits contact.unsubscribed once, with method and reason', async () => {
