@@ -100,13 +100,21 @@ export async function attemptDelivery(opts: {
   const body = JSON.stringify(opts.envelope);
   const id = String(opts.envelope.id);
   const timestamp = Math.floor(at.getTime() / 1000);
+  // The attempt's whole deadline (the agent's timeouts are per phase: a body
+  // dripped a byte at a time would pass them). A timer cleared when the attempt
+  // ends, not AbortSignal.timeout(): its timer runs to the end whatever
+  // happens, and at 1,500 deliveries/s the expired signals, their timers and
+  // the DOMException each one makes on firing were a tenth of the dispatcher's
+  // CPU (cpu profile of npm run bench -- webhooks).
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new DOMException('delivery attempt timed out', 'TimeoutError')), opts.timeoutMs);
   try {
     const res = await request(target, {
       method: 'POST',
       dispatcher: opts.agent,
       headers: signedHeaders({ keys: opts.keys, id, body, timestamp, userAgent: opts.userAgent }),
       body,
-      signal: AbortSignal.timeout(opts.timeoutMs),
+      signal: deadline.signal,
     });
     const text = await readLimited(res.body);
     const code = res.statusCode;
@@ -121,6 +129,8 @@ export async function attemptDelivery(opts: {
     });
   } catch (err) {
     return done({ error: describe(err) });
+  } finally {
+    clearTimeout(timer);
   }
 }
 

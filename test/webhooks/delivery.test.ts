@@ -350,6 +350,30 @@ describe('webhook delivery', () => {
     assert.ok(sd.attempt_log[0].duration_ms >= config.webhookTimeoutMs * 0.9);
   });
 
+  test('a receiver that drips its answer a byte at a time is cut off at the attempt timeout, not at its end', async () => {
+    // Each byte comes well within the agent's per-read body timeout; only the
+    // attempt's whole deadline ends it.
+    const dripMs = config.webhookTimeoutMs / 5;
+    const r = await receiver((_q, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      let n = 0;
+      const drip = setInterval(() => {
+        if (res.destroyed || ++n > 50) {
+          clearInterval(drip);
+          res.end();
+        } else res.write('x');
+      }, dripMs);
+    });
+    const { key, webhook } = await setup(r.url);
+    await saveContact(key, 'drip@example.com');
+    await r.waitFor(1);
+    const d = await recorded(key, webhook.id);
+    assert.equal(d.response_code, null, 'the attempt did not complete');
+    assert.match(d.last_error, /timeout/);
+    const ms = d.attempt_log[0].duration_ms;
+    assert.ok(ms >= config.webhookTimeoutMs * 0.9 && ms < 50 * dripMs, `cut off after ${ms} ms`);
+  });
+
   test('response bodies are kept up to 4 KiB; resend repeats the envelope id with a fresh attempt sequence', async () => {
     const r = await receiver((_q, res) => {
       res.writeHead(200);
