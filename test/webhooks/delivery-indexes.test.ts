@@ -74,3 +74,20 @@ test('deleting an event still unlinks its delivery (the foreign key acts, by tha
     SELECT indexname FROM pg_indexes WHERE tablename = 'webhook_deliveries' AND indexdef LIKE '%(event_id%' ORDER BY indexname`.execute(database.db);
   assert.deepEqual(indexes.map((i) => i.indexname), ['webhook_deliveries_event_id_webhook_id_key'], 'one index leads with event_id');
 });
+
+test('deleting a team still deletes its deliveries, through its webhooks (no foreign key of their own to teams)', async () => {
+  const other = await makeTeam(database.db);
+  const { rows: hook } = await sql<{ id: string }>`
+    INSERT INTO webhooks (team_id, url, events, secret_enc)
+    VALUES (${other.teamId}::uuid, 'http://127.0.0.1:9/', ARRAY['email.contact.saved'], '\\x00'::bytea) RETURNING id`.execute(database.db);
+  await sql`
+    WITH e AS (INSERT INTO events (team_id, name, payload) SELECT ${other.teamId}::uuid, 'contact.saved', '{}'::jsonb FROM generate_series(1, 5) RETURNING id)
+    INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, event)
+    SELECT plover_uuid_v7(), ${other.teamId}::uuid, ${hook[0]!.id}::uuid, e.id, 'email.contact.saved' FROM e`.execute(database.db);
+  const count = async (id: string) =>
+    (await sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE team_id = ${id}::uuid`.execute(database.db)).rows[0]!.n;
+  assert.equal(await count(other.teamId), 5);
+  await sql`DELETE FROM teams WHERE id = ${other.teamId}::uuid`.execute(database.db);
+  assert.equal(await count(other.teamId), 0, "the deleted team's deliveries are gone");
+  assert.equal(await count(teamId), ROWS, "another team's deliveries are untouched");
+});
