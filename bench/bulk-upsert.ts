@@ -287,7 +287,6 @@ function queryKind(sqlText: string): string {
   if (s === 'begin' || s.startsWith('start transaction')) return 'begin';
   if (s === 'commit') return 'commit';
   if (s.includes('on conflict (team_id, email) do nothing')) return 'upsert';
-  if (s.startsWith('insert into events')) return 'events';
   if (s.includes('graphile_worker.add_jobs')) return 'jobs';
   return 'other';
 }
@@ -415,6 +414,8 @@ async function runPath(
     await settle(database, pass, opts.log);
     opts.log(`bulk-upsert: ${LABEL[path]}: ${pass} pass (${fmt(bodies[pass].length, 0)} batches)`);
     const before = target.queryTotals?.();
+    // Planned on the statement without events: its lookup of existing rows is the
+    // same CTE in the one the API and the baseline run.
     const planBefore = await lookupPlan(database.pool, ctx.upsertSql, team.id, bodies[pass][0]);
     const r = await runPass(path, pass, bodies[pass], target.send(team.id), target.probe);
     r.plan = { before: planBefore, after: await lookupPlan(database.pool, ctx.upsertSql, team.id, bodies[pass][0]) };

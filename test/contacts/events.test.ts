@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { savedPayload, toPatches, upsertContacts } from '../../src/contacts/queries.ts';
+import pg from 'pg';
+import { createDb } from '../../src/db/pool.ts';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
 
 describe('contacts: events emitted exactly for real changes', () => {
@@ -85,6 +87,18 @@ describe('contacts: events emitted exactly for real changes', () => {
     for (const [id, payload] of latest) assert.deepEqual(payload, savedPayload(byId.get(id!)!), `payload of ${byId.get(id!)!.email}`);
     assert.equal(latest.get(rows.find((r) => r.email === 'full@x.io')!.id)!.created_at, '2024-02-29T23:59:59.999Z');
     assert.deepEqual(await jobsFor(ev.map((e) => e.id)), ev.map((e) => e.id), 'every event has its processing job');
+
+    // The same from a session in a zone off UTC by a half hour: the times are still UTC.
+    const pool = new pg.Pool({ connectionString: t.database.url, max: 1, options: '-c TimeZone=America/St_Johns' });
+    const db = createDb(pool);
+    try {
+      await db.transaction().execute((tx) => upsertContacts(tx, teamId, toPatches([{ email: 'zone@x.io', first_name: 'Z' }])));
+    } finally {
+      await db.destroy();
+    }
+    const zone = await t.database.db.selectFrom('contacts').selectAll().where('team_id', '=', teamId).where('email', '=', 'zone@x.io').executeTakeFirstOrThrow();
+    const [saved] = (await events(teamId)).filter((e) => e.contact_id === zone.id);
+    assert.deepEqual(saved!.payload, savedPayload(zone));
   });
 
   test('unsubscribe emits contact.unsubscribed once, with method and reason', async () => {

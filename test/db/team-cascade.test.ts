@@ -14,7 +14,7 @@ before(async () => {
 });
 after(() => database.drop());
 
-type Key = { tbl: string; ref: string; cascade: boolean; not_null: boolean };
+type Key = { tbl: string; ref: string; cols: string[]; cascade: boolean; not_null: boolean };
 
 test('every table with a team_id is deleted with its team, by its own key or a NOT NULL cascading parent', async () => {
   const { rows: tables } = await database.pool.query<{ table_name: string }>(`
@@ -23,6 +23,7 @@ test('every table with a team_id is deleted with its team, by its own key or a N
     WHERE c.table_schema = 'public' AND c.column_name = 'team_id' AND t.table_type = 'BASE TABLE'`);
   const { rows: keys } = await database.pool.query<Key>(`
     SELECT k.conrelid::regclass::text AS tbl, k.confrelid::regclass::text AS ref, k.confdeltype = 'c' AS cascade,
+           ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)) AS cols,
            (SELECT bool_and(a.attnotnull) FROM pg_attribute a WHERE a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)) AS not_null
     FROM pg_constraint k WHERE k.contype = 'f' AND k.connamespace = 'public'::regnamespace`);
   assert.ok(tables.length > 20, `${tables.length} tables with a team_id`);
@@ -30,7 +31,9 @@ test('every table with a team_id is deleted with its team, by its own key or a N
     if (seen.has(tbl)) return false;
     seen.add(tbl);
     return keys.some(
-      (k) => k.tbl === tbl && k.cascade && (k.ref === 'teams' || (k.not_null && goesWithTeam(k.ref, seen))),
+      // A NOT NULL key that deletes the row with its parent: teams itself (by the
+      // row's team_id), or a table that goes with its team in turn.
+      (k) => k.tbl === tbl && k.cascade && k.not_null && (k.ref === 'teams' ? k.cols.join() === 'team_id' : goesWithTeam(k.ref, seen)),
     );
   };
   const left = tables.map((t) => t.table_name).filter((t) => !goesWithTeam(t));

@@ -9,8 +9,10 @@
 -- row inserted (the lock a MultiXact as soon as two of the team's
 -- transactions overlap): for a fan-out of 500 events to 10 webhooks, 43 of its
 -- 345 ms (EXPLAIN ANALYZE's trigger times). The columns stay: every query is
--- scoped by them. test/webhooks/delivery-indexes.test.ts deletes a team and
--- finds none of these rows left.
+-- scoped by them, and every insert takes team_id from the parent row it links
+-- (or a parent matched on it). test/db/team-cascade.test.ts holds the schema
+-- to this rule for every table with a team_id; test/webhooks/
+-- delivery-indexes.test.ts deletes a team and finds none of its deliveries.
 ALTER TABLE webhook_deliveries DROP CONSTRAINT IF EXISTS webhook_deliveries_team_id_fkey;
 ALTER TABLE campaign_decisions DROP CONSTRAINT IF EXISTS campaign_decisions_team_id_fkey;
 ALTER TABLE tracking_hits DROP CONSTRAINT IF EXISTS tracking_hits_team_id_fkey;
