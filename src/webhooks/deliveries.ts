@@ -149,7 +149,7 @@ export type ClaimedDelivery = {
  * the due scan is one ordered index range with no join. One that slipped
  * through a concurrent disable is parked here instead of being sent.
  *
- * One statement (plover_claim_webhook_deliveries, migration 0029), with bitmap
+ * One statement (plover_claim_webhook_deliveries, migrations 0029 and 0032), with bitmap
  * scans off inside it: a queue table's statistics are always stale, and with
  * them the planner read and sorted every due row for each claim (13 ms per 100
  * with 10,000 queued) where the ordered index scan with LIMIT stops after 100

@@ -53,6 +53,43 @@ describe('webhook claim and record', () => {
     assert.deepEqual(await claimDueDeliveries(d.db, 10, 60_000), []);
   });
 
+  test('the claim reaches its rows by index however large the log, planned as the function plans it (generic)', async () => {
+    const { teamId, hook } = await setup('Plan');
+    // A log of 6,000 rows (retention keeps delivered ones), analysed.
+    await insert(teamId, hook.id, Array.from({ length: 6_000 }, (_, i) => i % 3 === 0 ? 5 : -3_600));
+    await sql`ANALYZE webhook_deliveries`.execute(d.db);
+    // The function's own statement, from the catalogue, with its arguments as parameters:
+    // a SQL function's statement is planned without their values.
+    const { rows: fn } = await sql<{ src: string }>`
+      SELECT prosrc AS src FROM pg_proc WHERE proname = 'plover_claim_webhook_deliveries'`.execute(d.db);
+    const text = fn[0]!.src.replaceAll('p_limit', '$1').replaceAll('p_lease_ms', '$2');
+    type Node = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; Plans?: Node[] };
+    const client = await d.pool.connect();
+    let plan: Node;
+    try {
+      await client.query('BEGIN');
+      await client.query('SET LOCAL enable_bitmapscan = off'); // as the function's SET clause
+      await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+      await client.query(`PREPARE claim_plan (int, int) AS ${text}`);
+      const { rows } = await client.query<{ 'QUERY PLAN': [{ Plan: Node }] }>('EXPLAIN (FORMAT JSON) EXECUTE claim_plan (100, 30000)');
+      plan = rows[0]!['QUERY PLAN'][0].Plan;
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+      // The other tests claim from the same queue.
+      await sql`DELETE FROM webhook_deliveries WHERE webhook_id = ${hook.id}`.execute(d.db);
+    }
+    const scans: string[] = [];
+    const walk = (n: Node) => {
+      if (n['Relation Name'] === 'webhook_deliveries' && n['Node Type'].endsWith('Scan')) scans.push(`${n['Node Type']} ${n['Index Name'] ?? ''}`.trim());
+      n.Plans?.forEach(walk);
+    };
+    walk(plan);
+    assert.equal(scans.length, 2, JSON.stringify(scans));
+    assert.ok(scans.every((s) => s.startsWith('Index')), `every read of the log is by index: ${JSON.stringify(scans)}`);
+    assert.ok(scans.some((s) => s.includes('webhook_deliveries_pkey')), `the claimed rows by primary key: ${JSON.stringify(scans)}`);
+  });
+
   test("a disabled webhook's due row is parked by the claim, not handed out", async () => {
     const { teamId, hook } = await setup('Disabled');
     const [id] = await insert(teamId, hook.id, [5]);
