@@ -6,12 +6,18 @@ import { loadIntakeConfig, type IntakeConfig } from './config-intake.ts';
 import { loadProviderIntakeConfig, type ProviderIntakeConfig } from './config-providers.ts';
 import { loadInboundConfig, type InboundConfig } from './config-inbound.ts';
 import { renderLimitsFromEnv, type RenderLimits } from './lib/render-limits.ts';
+import { RANDOM_PAGE_COST } from './db/pool.ts';
 
 export type Config = {
   port: number;
   host: string;
   databaseUrl: string | undefined;
   dataDir: string;
+  /**
+   * `random_page_cost` of Plover's database sessions (src/db/pool.ts), or null
+   * to plan with the server's own setting.
+   */
+  databaseRandomPageCost: number | null;
   redisUrl: string | undefined;
   appSecret: string | undefined;
   publicUrl: string;
@@ -93,6 +99,16 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
   return n;
 }
 
+/** `DATABASE_RANDOM_PAGE_COST`: a cost from 0.1 to 100, or `server` for the server's own setting. */
+function randomPageCost(env: NodeJS.ProcessEnv): number | null {
+  const raw = str(env, 'DATABASE_RANDOM_PAGE_COST');
+  if (raw === undefined) return RANDOM_PAGE_COST;
+  if (raw.toLowerCase() === 'server') return null;
+  const n = /^\d+(\.\d+)?$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= 0.1 && n <= 100)) throw new ConfigError(`DATABASE_RANDOM_PAGE_COST must be a number from 0.1 to 100, or server, got "${raw}"`);
+  return n;
+}
+
 function str(env: NodeJS.ProcessEnv, name: string): string | undefined {
   const v = env[name];
   return v === undefined || v.trim() === '' ? undefined : v.trim();
@@ -171,6 +187,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
   const dataDirRaw = str(env, 'DATA_DIR') ?? './data';
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(process.cwd(), dataDirRaw);
+  const databaseRandomPageCost = randomPageCost(env);
   const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
   const appSecret = str(env, 'APP_SECRET');
   if (appSecret !== undefined && appSecret.length < 32) {
@@ -230,7 +247,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const webhookAutoDisableMinFailures = int(env, 'WEBHOOK_AUTO_DISABLE_MIN_FAILURES', 10, 1, 1_000_000);
   return {
     intake, inbound, inboundProviders, retention, webhookAutoDisableDays, webhookAutoDisableMinFailures,
-    port, host, databaseUrl, dataDir, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
+    port, host, databaseUrl, dataDir, databaseRandomPageCost, redisUrl, appSecret, publicUrl, rateLimitPerMinute,
     serviceName, logLevel, logFormat, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
     webhookConcurrency,

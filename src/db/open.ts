@@ -17,7 +17,7 @@ export type Database = {
 export async function openDatabase(config: Config, log: (msg: string) => void = () => {}, poolSize = 20): Promise<Database> {
   const embedded = config.databaseUrl ? undefined : await startEmbedded({ dataDir: config.dataDir, log });
   const url = config.databaseUrl ?? embedded!.url;
-  const pool = createPool(url, poolSize);
+  const pool = createPool(url, poolSize, { randomPageCost: config.databaseRandomPageCost });
   const db = createDb(pool);
   let closed = false;
   return {

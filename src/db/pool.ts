@@ -18,8 +18,29 @@ export type Db = Kysely<Database>;
  */
 export const IDLE_IN_TRANSACTION_MS = 60_000;
 
-export function createPool(connectionString: string, max = 20, opts: { idleInTransactionMs?: number } = {}): pg.Pool {
+/**
+ * The planner's cost of a page read out of order, for Plover's sessions
+ * (PostgreSQL's default: 4, for spinning disks; 1.1 is the usual value for
+ * data in memory or on SSD). At 4, a batch of a few dozen ids joined to a
+ * table of under some 5,000 rows (a young message log, a new team's contacts)
+ * was planned as a hash join over a sequential scan of the whole table, once
+ * per batch: in `npm run bench -- campaigns` the statistics delta and the
+ * contact counters read every row of the log and of contacts that way, 2-5 ms
+ * a call where the index probes take well under one. `DATABASE_RANDOM_PAGE_COST`
+ * sets it (`server`: the server's own setting); docs/operations.md.
+ */
+export const RANDOM_PAGE_COST = 1.1;
+
+export type PoolOptions = {
+  idleInTransactionMs?: number;
+  /** null: the server's setting. Default RANDOM_PAGE_COST. */
+  randomPageCost?: number | null;
+};
+
+export function createPool(connectionString: string, max = 20, opts: PoolOptions = {}): pg.Pool {
   const idleMs = Math.trunc(opts.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS);
+  const pageCost = opts.randomPageCost === undefined ? RANDOM_PAGE_COST : opts.randomPageCost;
+  if (pageCost !== null && !(Number.isFinite(pageCost) && pageCost > 0)) throw new RangeError(`createPool: randomPageCost must be a positive number, got ${pageCost}`);
   const config: pg.PoolConfig & { onConnect: (client: pg.PoolClient) => Promise<void> } = {
     connectionString, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000,
     // pg-pool awaits this before it hands the new client out. A SET rather than a
@@ -27,6 +48,7 @@ export function createPool(connectionString: string, max = 20, opts: { idleInTra
     // A refused SET leaves the session as it was rather than failing the connect.
     onConnect: async (client) => {
       await client.query(`SET idle_in_transaction_session_timeout = ${idleMs}`).catch(() => {});
+      if (pageCost !== null) await client.query(`SET random_page_cost = ${pageCost}`).catch(() => {});
     },
   };
   const pool = new pg.Pool(config);

@@ -14,7 +14,7 @@ import { recordResults, type SendResult } from '../../src/mail/send-record.ts';
 import { addMessageFacts } from '../../src/stats/deltas.ts';
 import { addSuppressions } from '../../src/contacts/suppressions.ts';
 import { recordset, sizeClass } from '../../src/db/recordset.ts';
-import { createDb, createPool } from '../../src/db/pool.ts';
+import { createDb, createPool, RANDOM_PAGE_COST } from '../../src/db/pool.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { insertAccount } from '../engine/fixtures.ts';
 import { captured, type Sent } from '../lib/statements.ts';
@@ -67,9 +67,25 @@ function scannedTables(rows: Explained[]): string[] {
   return found;
 }
 
-/** The tables of WATCHED that the plan of this statement reads by a sequential scan. */
-async function seqScans(s: Sent): Promise<string[]> {
-  return scannedTables((await t.database.pool.query<Explained>({ text: `EXPLAIN (FORMAT JSON) ${s.text}`, values: s.values })).rows);
+/**
+ * The tables of WATCHED that the plan of this statement reads by a sequential
+ * scan, planned at random_page_cost `pageCost` when given, else at both the
+ * pool's (src/db/pool.ts) and PostgreSQL's default of 4 (which a deployment
+ * keeps with DATABASE_RANDOM_PAGE_COST=server): the batch sizing must hold at either.
+ */
+async function seqScans(s: Sent, pageCost?: number): Promise<string[]> {
+  const client = await t.database.pool.connect();
+  try {
+    const found = new Set<string>();
+    for (const cost of pageCost === undefined ? [RANDOM_PAGE_COST, 4] : [pageCost]) {
+      await client.query(`SET random_page_cost = ${cost}`);
+      for (const table of scannedTables((await client.query<Explained>({ text: `EXPLAIN (FORMAT JSON) ${s.text}`, values: s.values })).rows)) found.add(table);
+    }
+    return [...found];
+  } finally {
+    await client.query(`SET random_page_cost = ${RANDOM_PAGE_COST}`);
+    client.release();
+  }
 }
 
 /** Like seqScans, for the generic plan of the statement prepared as `name` on the pool's one connection. */
@@ -87,13 +103,15 @@ async function genericSeqScans(pool: ReturnType<typeof createPool>, name: string
 const queuedIds = async () =>
   (await sql<{ id: string }>`SELECT id FROM email_send_log WHERE team_id = ${teamId}::uuid AND status = 'queued' ORDER BY id`.execute(t.database.db)).rows.map((r) => r.id);
 
-test('the check itself: a join of 100 estimated rows to the log scans it, a sized recordset of 4 does not', async () => {
+// At PostgreSQL's default random_page_cost (4), which a deployment keeps with
+// DATABASE_RANDOM_PAGE_COST=server: the sizing alone must keep the plan on the index.
+test('the check itself: at page cost 4, a join of 100 estimated rows to the log scans it, a sized recordset of 4 does not', async () => {
   const ids = JSON.stringify((await queuedIds()).map((id) => ({ id })));
   const join = (from: string) => `SELECT l.id FROM ${from} JOIN email_send_log l ON l.id = x.id AND l.status IN ('queued', 'deferred')`;
-  const bare = await seqScans({ text: join(`jsonb_to_recordset($1::jsonb) AS x (id uuid)`), values: [ids] });
+  const bare = await seqScans({ text: join(`jsonb_to_recordset($1::jsonb) AS x (id uuid)`), values: [ids] }, 4);
   assert.deepEqual(bare, ['email_send_log'], 'without the size the planner scans the log (if not, this test proves nothing)');
   const sized = recordset(ids, 4, 'x (id uuid)').compile(t.database.db);
-  assert.deepEqual(await seqScans({ text: join(`${sized.sql} AS x`), values: [...sized.parameters] }), []);
+  assert.deepEqual(await seqScans({ text: join(`${sized.sql} AS x`), values: [...sized.parameters] }, 4), []);
 });
 
 test('a batch claim reaches the log by its primary key', async () => {
