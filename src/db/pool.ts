@@ -87,8 +87,9 @@ function statementName(text: string): string {
  * planning each time; keyed by `= ANY ($1)` and called with one id, the
  * custom plan always looks cheaper, so such a statement saves its parse but
  * is planned at every execution: src/db/ids.ts). A few hot statements of the send and event
- * paths cost more to plan than to run: loading a send batch's context joins seven tables
- * (4.7 ms to plan, 0.25 ms to run, measured with EXPLAIN on an empty schema)
+ * paths cost more to plan than to run: loading a send batch's context, as the
+ * eight-way join it was, took 4.7 ms to plan and 0.25 ms to run (EXPLAIN on an
+ * empty schema; its joins are now subqueries, src/mail/send.ts)
  * and the webhook fan-out 1.3 ms against well under one (docs/decisions.md,
  * "Prepared statements"). Only statements keyed by ids or a unique key are
  * marked: a generic plan is then the plan a custom one would be (the contact

@@ -263,6 +263,24 @@ describe('template and campaign updates, campaign delete', () => {
   });
 
   /** Runs only process_events jobs: decisions are made and messages queued, none sent. */
+  test('a message of a campaign deleted after it was queued, and not cancelled by the delete, is cancelled at send', async () => {
+    const s = await setup(t, sink.port);
+    const { id } = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId], event_triggered_send: { contact_cooldown_interval: 0 } });
+    await s.a.post('/email/contacts/upsert', { email: 'late@example.com', first_name: 'L' });
+    await drainDecisionsOnly();
+    const queued = (await sendLog(t, s.teamId)).filter((r) => r.campaign_id === id);
+    assert.equal(queued.length, 1);
+    assert.equal(queued[0]!.status, 'queued');
+    // As a decision committed just after the delete's cancel would leave it: queued, its campaign deleted.
+    await t.database.db.updateTable('campaigns').set({ deleted_at: new Date() }).where('id', '=', id).execute();
+    const before = sink.messages.length;
+    await drain(t, { config });
+    const after = (await sendLog(t, s.teamId)).find((r) => r.id === queued[0]!.id)!;
+    assert.equal(after.status, 'cancelled');
+    assert.equal(after.last_error, 'campaign deleted');
+    assert.equal(sink.messages.length, before, 'nothing was sent');
+  });
+
   async function drainDecisionsOnly(): Promise<void> {
     const { runOnce, Logger } = await import('graphile-worker');
     const { buildTaskList } = await import('../../src/tasks.ts');
