@@ -2,7 +2,7 @@
 // the campaign engine's processTaken runs the same event handlers. Job names
 // and payload types are declared in lib/jobs.ts; cron schedules in background.ts.
 import type { Task } from 'graphile-worker';
-import { sql, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import type { Database } from './db/schema.ts';
@@ -41,11 +41,10 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
   const campaignTriggers = campaignTriggerHandler(deps.db, deps.now, {
     appSecret: deps.config.appSecret,
     // Events decided with another job's batch get every other handler in that
-    // transaction and are marked processed, as process_events would have.
+    // transaction; the engine marks them processed there, as process_events would have.
     processTaken: async (trx, ids) => {
       const events = ids.map((id) => ({ id }));
       for (const handle of afterDecision) await handle(trx, events);
-      await sql`UPDATE events SET processed_at = now() WHERE id = ANY (${ids}::uuid[]) AND processed_at IS NULL`.execute(trx);
     },
   });
   const eventHandlers = [campaignTriggers, ...afterDecision.map((handle) => async (events: { id: string }[]) => void (await handle(deps.db, events)))];

@@ -10,6 +10,7 @@ import { closeTransports } from '../../src/mail/send.ts';
 import { buildTaskList } from '../../src/tasks.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { byJson } from '../lib/order.ts';
+import { captured } from '../lib/statements.ts';
 import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup, type Setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
 
@@ -50,6 +51,8 @@ describe('engine batches', () => {
     for (const id of ids) {
       assert.equal(await decisionCount(id), 1, `event ${id} decided with the batch`);
       assert.ok((await eventRow(id)).decided_at, 'marked decided');
+      // Without processTaken nobody ran their other handlers: not processed.
+      assert.equal((await eventRow(id) as unknown as { processed_at: Date | null }).processed_at, null, 'not marked processed');
     }
     assert.equal(await decisionCount(foreign), 0, "another team's events are left to their own jobs");
     assert.equal((await eventRow(foreign)).decided_at, null);
@@ -69,7 +72,9 @@ describe('engine batches', () => {
     assert.equal(hook.statusCode, 201, hook.body);
     const ids = [await trigger(s, 'p1@example.com'), await trigger(s, 'p2@example.com'), await trigger(s, 'p3@example.com')];
     const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
-    await task({ event_ids: [ids[0]] }, {});
+    const updates = await captured(/UPDATE events SET/, () => task({ event_ids: [ids[0]] }, {}));
+    // The batch is marked decided, and its taken events processed, by one update; the job's own event by its own.
+    assert.equal(updates.length, 2, updates.map((u) => u.text.replace(/\s+/g, ' ').slice(0, 60)).join(' | '));
     for (const id of ids) {
       const row = await eventRow(id);
       assert.ok(row.decided_at, 'decided');
