@@ -262,7 +262,6 @@ describe('template and campaign updates, campaign delete', () => {
     assert.equal(rows.length, 0);
   });
 
-  /** Runs only process_events jobs: decisions are made and messages queued, none sent. */
   test('a message of a campaign deleted after it was queued, and not cancelled by the delete, is cancelled at send', async () => {
     const s = await setup(t, sink.port);
     const { id } = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId], event_triggered_send: { contact_cooldown_interval: 0 } });
@@ -281,6 +280,7 @@ describe('template and campaign updates, campaign delete', () => {
     assert.equal(sink.messages.length, before, 'nothing was sent');
   });
 
+  /** Runs only process_events jobs: decisions are made and messages queued, none sent. */
   async function drainDecisionsOnly(): Promise<void> {
     const { runOnce, Logger } = await import('graphile-worker');
     const { buildTaskList } = await import('../../src/tasks.ts');
