@@ -43,6 +43,7 @@ import { createApiKey, createTeam } from '../src/teams/queries.ts';
 import { cpuMeter, localPostmaster, threadCpuMeter, type CpuSpent } from './lib/cpu.ts';
 import { LatencyHistogram } from './lib/histogram.ts';
 import { timeQueries } from './lib/query-time.ts';
+import { pgStats, statsTable, type StatementStats } from './lib/pg-stats.ts';
 import { loopDelayMeter } from './lib/loop-delay.ts';
 import { fmt, table } from './lib/report.ts';
 import { startServer } from './lib/server.ts';
@@ -211,6 +212,10 @@ export async function run(opts: BenchOptions): Promise<void> {
   const engineMeter = cpuMeter([process.pid, sink.pid], postmaster);
   const threads0 = threadCpuMeter(process.pid);
   const stopTiming = timeQueries();
+  // --pg-stats: PostgreSQL's time per statement over each run (bench/lib/pg-stats.ts).
+  const statements = opts.switches['pg-stats'] ? await pgStats(db) : null;
+  const PG_STATS_TOP = 20;
+  await statements?.reset();
   const t1 = performance.now();
   await start();
   await waitForSink(n, 'engine');
@@ -221,6 +226,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   if (signatures !== n * algorithms.length) throw new Error(`--dkim ${dkim}: ${signatures} DKIM signatures at the sink, expected ${n * algorithms.length}`);
   opts.log(`campaigns: engine sent ${fmt(n, 0)} e-mails in ${fmt(engineS, 2)} s: ${fmt(n / engineS, 0)}/s (DKIM: ${dkim}, ${fmt(signatures, 0)} signatures)`);
   const queryTimes = stopTiming();
+  const engineStatements: StatementStats[] = (await statements?.top(PG_STATS_TOP)) ?? [];
   const { rows: outcome } = await sql<{ decisions: number; sends: number; sent: number }>`
     SELECT (SELECT count(*)::int FROM campaign_decisions) AS decisions,
            (SELECT count(*)::int FROM campaign_decisions WHERE decision = 'send') AS sends,
@@ -254,6 +260,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const steady = addresses('l', ticks * perTick);
   const inflight: Promise<void>[] = [];
   const stopSteadyTiming = timeQueries();
+  await statements?.reset();
   const loopDelay = loopDelayMeter(10);
   // CPU over the steady phase: this process (the worker), the ingesting process, the sink, PostgreSQL, the machine.
   const steadyCpu = cpuMeter([process.pid, source.pid, sink.pid], postmaster);
@@ -272,6 +279,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const steadySpent = steadyCpu();
   const steadyByThread = steadyThreads();
   const steadyTimes = stopSteadyTiming();
+  const steadyStatements: StatementStats[] = (await statements?.top(PG_STATS_TOP)) ?? [];
   const loop = loopDelay.read();
   loopDelay.stop();
   await stop();
@@ -367,6 +375,10 @@ export async function run(opts: BenchOptions): Promise<void> {
       ['left', 'right', 'right'],
     ),
   );
+  if (statements) {
+    console.log(`\nengine run: PostgreSQL's time per statement (pg_stat_statements; * nested: run inside another statement, e.g. a foreign-key check, and counted in its time too), per e-mail:`);
+    console.log(statsTable(engineStatements, 'e-mail', n));
+  }
   const p99 = latency.percentileMs(99);
   console.log(`\nlatency, event commit → message at the sink, ${RATE} events/s offered ` +
     `(${fmt(steady.length / offeredS, 0)}/s achieved) for ${opts.duration} s:`);
@@ -402,6 +414,10 @@ export async function run(opts: BenchOptions): Promise<void> {
       ['left', 'right', 'right'],
     ),
   );
+  if (statements) {
+    console.log(`\nlatency run: PostgreSQL's time per statement (pg_stat_statements, every process's, ingestion included), per event:`);
+    console.log(statsTable(steadyStatements, 'event', steady.length));
+  }
 }
 
 /** Every sent message of the addresses with this prefix, rendered as the send task renders it. */

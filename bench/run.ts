@@ -54,6 +54,7 @@ const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },
   screenshots: { bench: 'stats', usage: '--screenshots          stats: full-page screenshots of the dashboard at this size into docs/screenshots/ (needs Chromium)' },
+  'pg-stats': { bench: 'campaigns', usage: '--pg-stats             campaigns: PostgreSQL\'s time per statement (pg_stat_statements) of each run; starts the embedded server with it (a DATABASE_URL server must preload it)' },
 };
 
 const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>] [benchmark options]
@@ -184,7 +185,7 @@ for (const name of names) {
     flags,
     text,
     switches,
-    postgres: () => (postgres ??= openBenchPostgres(log)),
+    postgres: () => (postgres ??= openBenchPostgres(log, { pgStats: switches['pg-stats'] === true })),
     defer: (fn) => void deferred.push(fn),
     log,
   };

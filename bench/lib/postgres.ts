@@ -42,7 +42,14 @@ function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
-export async function openBenchPostgres(log: (msg: string) => void): Promise<BenchPostgres> {
+/** Settings an embedded server needs for `--pg-stats` (bench/lib/pg-stats.ts). */
+const PG_STATS_SETTINGS = {
+  shared_preload_libraries: 'pg_stat_statements',
+  'pg_stat_statements.track': 'all',
+  'pg_stat_statements.track_planning': 'on',
+};
+
+export async function openBenchPostgres(log: (msg: string) => void, opts: { pgStats?: boolean } = {}): Promise<BenchPostgres> {
   let baseUrl: string;
   let appSecret: string;
   let stop: () => Promise<void> = async () => {};
@@ -59,7 +66,7 @@ export async function openBenchPostgres(log: (msg: string) => void): Promise<Ben
     // user, which must be able to traverse it to the pg/ directory it owns.
     chmodSync(dataDir, 0o711);
     try {
-      const embedded = await startEmbedded({ dataDir, log: (m) => log(`[db] ${m}`) });
+      const embedded = await startEmbedded({ dataDir, log: (m) => log(`[db] ${m}`), settings: opts.pgStats ? PG_STATS_SETTINGS : {} });
       baseUrl = embedded.url;
       appSecret = embedded.appSecret;
       stop = async () => {

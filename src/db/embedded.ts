@@ -113,9 +113,19 @@ export type EmbeddedOptions = {
   log?: (msg: string) => void;
   /** Listen on this port instead of a free one (a restart keeps its clients' URL). */
   port?: number;
+  /**
+   * Server settings for a server this call starts (`-c name=value`), e.g. the
+   * benchmarks' `shared_preload_libraries=pg_stat_statements`. Names and
+   * values are plain words (letters, digits, `_ . ,`); a server found running keeps its own.
+   */
+  settings?: Record<string, string>;
 };
 
-export async function startEmbedded({ dataDir, log = () => {}, port: fixedPort }: EmbeddedOptions): Promise<EmbeddedDatabase> {
+export async function startEmbedded({ dataDir, log = () => {}, port: fixedPort, settings = {} }: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  const extra = Object.entries(settings).map(([name, value]) => {
+    if (!/^[a-z_][a-z0-9_.]*$/.test(name) || !/^[A-Za-z0-9_.,]+$/.test(value)) throw new Error(`startEmbedded: not a plain setting: ${name}=${value}`);
+    return ` -c ${name}=${value}`;
+  }).join('');
   const secrets = loadOrCreateSecrets(dataDir);
   const pgDir = join(dataDir, 'pg');
   const urlFor = (port: number, db = DB_NAME) =>
@@ -171,7 +181,7 @@ export async function startEmbedded({ dataDir, log = () => {}, port: fixedPort }
   log(`starting embedded PostgreSQL on 127.0.0.1:${port}`);
   await run(bins.pg_ctl, [
     'start', '-D', pgDir, '-l', logFile, '-w', '-t', '60',
-    '-o', `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200`,
+    '-o', `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200${extra}`,
   ], { ...ids, env: { ...process.env, LC_ALL: 'C' } });
   await waitForConnect(urlFor(port, 'postgres'), 30_000);
   await ensureDatabase(urlFor(port, 'postgres'));

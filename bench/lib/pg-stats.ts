@@ -1,0 +1,58 @@
+// `--pg-stats`: PostgreSQL's own time per statement over a phase of a
+// benchmark, from pg_stat_statements (execution and planning time, calls, rows,
+// WAL records), for the statements of the bench's database, nested ones (the
+// foreign-key checks of an INSERT, the statements inside a function) included.
+// bench/lib/query-time.ts times statements from the client, waits included;
+// this is the server's side. The extension must be preloaded: the embedded
+// server is started with it when the switch is given (bench/lib/postgres.ts);
+// a DATABASE_URL server needs `shared_preload_libraries = 'pg_stat_statements'`.
+import { sql } from 'kysely';
+import type { Db } from '../../src/db/pool.ts';
+import { fmt, table } from './report.ts';
+
+export type StatementStats = { calls: number; execMs: number; planMs: number; rows: number; wal: number; nested: boolean; query: string };
+
+export type PgStats = {
+  /** Forgets what was counted so far (the whole server's counts). */
+  reset(): Promise<void>;
+  /** This database's statements since the last reset, most time first. */
+  top(n: number): Promise<StatementStats[]>;
+};
+
+export async function pgStats(db: Db): Promise<PgStats> {
+  try {
+    await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`.execute(db);
+    await sql`SELECT count(*) FROM pg_stat_statements`.execute(db);
+  } catch (err) {
+    throw new Error(`--pg-stats needs pg_stat_statements preloaded (shared_preload_libraries) on the server: unset DATABASE_URL to use the embedded one, or preload it on yours (${(err as Error).message})`);
+  }
+  return {
+    async reset() {
+      await sql`SELECT pg_stat_statements_reset()`.execute(db);
+    },
+    async top(n) {
+      const { rows } = await sql<{ calls: string; exec: number; plan: number; rows: string; wal: string; toplevel: boolean; query: string }>`
+        SELECT calls, total_exec_time AS exec, total_plan_time AS plan, rows, wal_records AS wal, toplevel, query
+          FROM pg_stat_statements
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+         ORDER BY total_exec_time + total_plan_time DESC LIMIT ${n}`.execute(db);
+      return rows.map((r) => ({
+        calls: Number(r.calls), execMs: r.exec, planMs: r.plan, rows: Number(r.rows), wal: Number(r.wal),
+        nested: !r.toplevel, query: r.query.replace(/\s+/g, ' ').trim(),
+      }));
+    },
+  };
+}
+
+/** The statements as a table, per `unit` (e.g. per e-mail: `count` e-mails). */
+export function statsTable(stats: StatementStats[], unit: string, count: number): string {
+  const per = (v: number) => v / Math.max(1, count);
+  return table(
+    ['statement (nested: * )', `calls/${unit}`, `exec µs/${unit}`, `plan µs/${unit}`, `rows/${unit}`, `WAL records/${unit}`],
+    stats.map((s) => [
+      `${s.nested ? '* ' : ''}${s.query.slice(0, 72)}`,
+      fmt(per(s.calls), 2), fmt(per(s.execMs) * 1000, 0), fmt(per(s.planMs) * 1000, 0), fmt(per(s.rows), 2), fmt(per(s.wal), 1),
+    ]),
+    ['left', 'right', 'right', 'right', 'right', 'right'],
+  );
+}
