@@ -209,13 +209,14 @@ export async function run(opts: BenchOptions): Promise<void> {
   const ingestS = (performance.now() - t0) / 1000;
   await sql`VACUUM ANALYZE`.execute(db);
   opts.log('campaigns: engine drains them');
+  // --pg-stats: PostgreSQL's time per statement over each run (bench/lib/pg-stats.ts),
+  // set up and reset before the meters and the statement timing start.
+  const statements = opts.switches['pg-stats'] ? await pgStats(db, opts.log) : null;
+  const PG_STATS_TOP = 20;
+  await statements?.reset();
   const engineMeter = cpuMeter([process.pid, sink.pid], postmaster);
   const threads0 = threadCpuMeter(process.pid);
   const stopTiming = timeQueries();
-  // --pg-stats: PostgreSQL's time per statement over each run (bench/lib/pg-stats.ts).
-  const statements = opts.switches['pg-stats'] ? await pgStats(db) : null;
-  const PG_STATS_TOP = 20;
-  await statements?.reset();
   const t1 = performance.now();
   await start();
   await waitForSink(n, 'engine');
@@ -259,8 +260,8 @@ export async function run(opts: BenchOptions): Promise<void> {
   opts.log(`campaigns: latency at ${RATE} events/s for ${opts.duration} s`);
   const steady = addresses('l', ticks * perTick);
   const inflight: Promise<void>[] = [];
-  const stopSteadyTiming = timeQueries();
   await statements?.reset();
+  const stopSteadyTiming = timeQueries();
   const loopDelay = loopDelayMeter(10);
   // CPU over the steady phase: this process (the worker), the ingesting process, the sink, PostgreSQL, the machine.
   const steadyCpu = cpuMeter([process.pid, source.pid, sink.pid], postmaster);

@@ -13,32 +13,38 @@ import { fmt, table } from './report.ts';
 export type StatementStats = { calls: number; execMs: number; planMs: number; rows: number; wal: number; nested: boolean; query: string };
 
 export type PgStats = {
-  /** Forgets what was counted so far (the whole server's counts). */
+  /** Forgets what was counted so far for this database. */
   reset(): Promise<void>;
   /** This database's statements since the last reset, most time first. */
   top(n: number): Promise<StatementStats[]>;
 };
 
-export async function pgStats(db: Db): Promise<PgStats> {
+export async function pgStats(db: Db, log: (msg: string) => void): Promise<PgStats> {
   try {
     await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`.execute(db);
     await sql`SELECT count(*) FROM pg_stat_statements`.execute(db);
   } catch (err) {
-    throw new Error(`--pg-stats needs pg_stat_statements preloaded (shared_preload_libraries) on the server: unset DATABASE_URL to use the embedded one, or preload it on yours (${(err as Error).message})`);
+    throw new Error('--pg-stats needs pg_stat_statements on the server: preloaded (shared_preload_libraries) and the right to create the extension. ' +
+      `Unset DATABASE_URL to use the embedded server, which the bench starts with it (${(err as Error).message})`);
   }
+  const { rows: [settings] } = await sql<{ track: string | null; planning: string | null }>`
+    SELECT current_setting('pg_stat_statements.track', true) AS track, current_setting('pg_stat_statements.track_planning', true) AS planning`.execute(db);
+  if (settings?.track !== 'all') log(`--pg-stats: pg_stat_statements.track is ${settings?.track ?? 'unset'}, not all: nested statements (foreign-key checks) are not counted`);
+  if (settings?.planning !== 'on') log('--pg-stats: pg_stat_statements.track_planning is off: planning time reads 0');
   return {
     async reset() {
-      await sql`SELECT pg_stat_statements_reset()`.execute(db);
+      // This database's counts only: a shared server keeps everyone else's.
+      await sql`SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`.execute(db);
     },
     async top(n) {
-      const { rows } = await sql<{ calls: string; exec: number; plan: number; rows: string; wal: string; toplevel: boolean; query: string }>`
+      const { rows } = await sql<{ calls: string; exec: number; plan: number; rows: string; wal: string; toplevel: boolean; query: string | null }>`
         SELECT calls, total_exec_time AS exec, total_plan_time AS plan, rows, wal_records AS wal, toplevel, query
           FROM pg_stat_statements
          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
          ORDER BY total_exec_time + total_plan_time DESC LIMIT ${n}`.execute(db);
       return rows.map((r) => ({
         calls: Number(r.calls), execMs: r.exec, planMs: r.plan, rows: Number(r.rows), wal: Number(r.wal),
-        nested: !r.toplevel, query: r.query.replace(/\s+/g, ' ').trim(),
+        nested: !r.toplevel, query: (r.query ?? '').replace(/\s+/g, ' ').trim(),
       }));
     },
   };
