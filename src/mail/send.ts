@@ -469,14 +469,6 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
       JOIN ${rowsOf(claimed.map((r) => r.id), hmacs)} ON h.id = l.id
       LEFT JOIN contacts k ON k.id = l.contact_id AND k.team_id = l.team_id
      WHERE ${idIn('l.id', claimed.map((r) => r.id))}`.execute(db);
-  for (const r of rows) {
-    // The send's and the campaign's fields, as the joins gave them (null without one).
-    r.send_data = r.send?.send_data ?? null;
-    r.send_status = r.send?.status ?? null;
-    r.send_type = r.send?.type ?? null;
-    r.campaign_deleted = r.campaign?.deleted === true;
-    r.campaign = r.campaign ? { id: r.campaign.id, name: r.campaign.name } : null;
-  }
   const byId = new Map(claimed.map((r) => [r.id, r]));
   const out = new Map<string, Context | string>();
   for (const r of rows) {
@@ -484,10 +476,10 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
     const transactional = r.source === 'transactional';
     if (!r.contact && !transactional) out.set(r.id, 'cancelled');
     // Deleted after this message was queued (campaigns/manage.ts cancels what it finds; this catches a late decision).
-    else if (r.campaign_deleted) out.set(r.id, 'campaign deleted');
+    else if (r.campaign?.deleted === true) out.set(r.id, 'campaign deleted');
     // Broadcasts and automation sends only: an event-triggered send's stop halts new decisions, not what is queued.
-    else if (listedSend(r.send_type) && r.send_status === 'paused') out.set(r.id, 'paused');
-    else if (listedSend(r.send_type) && r.send_status === 'cancelled') out.set(r.id, 'cancelled');
+    else if (listedSend(r.send?.type) && r.send.status === 'paused') out.set(r.id, 'paused');
+    else if (listedSend(r.send?.type) && r.send.status === 'cancelled') out.set(r.id, 'cancelled');
     else if (!r.account) out.set(r.id, 'mail account deleted');
     else if (r.account.status !== 'active') out.set(r.id, 'cancelled');
     else if (!r.template) out.set(r.id, 'template deleted');
@@ -499,11 +491,12 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
         // A transactional `subject` replaces the template's (rendered with Liquid the same way).
         template: transactional && render.subject != null ? { ...r.template, subject: render.subject } : r.template,
         sendData: {
-          ...(transactional ? (render.from_name != null ? { from_name: render.from_name } : {}) : (r.send_data ?? {})),
+          ...(transactional ? (render.from_name != null ? { from_name: render.from_name } : {}) : (r.send?.send_data ?? {})),
           open_tracking: row.open_tracking, click_tracking: row.click_tracking,
         },
         event: r.event,
-        campaign: r.campaign,
+        // As templates see it: {id, name}.
+        campaign: r.campaign ? { id: r.campaign.id, name: r.campaign.name } : null,
         suppressed: r.suppressed ?? null,
         transactional: transactional
           ? {
