@@ -356,13 +356,17 @@ async function decideWaiting(
       // Locked now, and rows another statement holds (a job marking its events
       // processed) are skipped, not waited for: two multi-row updates of events
       // in different orders would deadlock. The check after commit finds them.
+      // FOR NO KEY UPDATE, the lock the update below takes anyway: FOR UPDATE
+      // would also block the foreign-key checks (FOR KEY SHARE) of rows that
+      // reference these events, so an event's own job, its campaign decision
+      // left to this batch, would wait in its webhook fan-out for this commit.
       const { rows } = await sql<{ id: string }>`
         SELECT id FROM events
          WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
            AND name IN ('contact.saved', 'lead.created', 'sale.created')
          ORDER BY occurred_at, id
          LIMIT ${DECIDE_BATCH}
-         FOR UPDATE SKIP LOCKED`.execute(trx);
+         FOR NO KEY UPDATE SKIP LOCKED`.execute(trx);
       if (rows.length === 0) return 'none' as const;
       const batch = rows.map((r) => r.id);
       await decide(trx, await loadEventCandidates(trx, batch), clock(), opts.appSecret);

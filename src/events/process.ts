@@ -33,9 +33,11 @@ export function processEventsTask(db: Db, handlers: EventHandler[]): Task<'proce
     // Rows locked right now belong to a campaign decider that took these events
     // into its batch (campaigns/engine.ts): it marks them processed when it
     // commits, so they are skipped rather than waited for (a waiting job holds
-    // a worker slot).
+    // a worker slot). FOR NO KEY UPDATE, the update's own lock: a transaction
+    // that only references an event (a foreign-key check's FOR KEY SHARE) does
+    // not make it skipped and left unprocessed.
     await sql`${sql.raw(PREPARED)}
       UPDATE events SET processed_at = now()
-       WHERE id IN (SELECT id FROM events WHERE ${idIn('id', ids)} AND processed_at IS NULL FOR UPDATE SKIP LOCKED)`.execute(db);
+       WHERE id IN (SELECT id FROM events WHERE ${idIn('id', ids)} AND processed_at IS NULL FOR NO KEY UPDATE SKIP LOCKED)`.execute(db);
   };
 }

@@ -8,6 +8,7 @@ import { campaignTriggerHandler } from '../../src/campaigns/engine.ts';
 import type { EventRow } from '../../src/events/process.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { buildTaskList } from '../../src/tasks.ts';
+import { enqueueDeliveries } from '../../src/webhooks/deliveries.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { byJson } from '../lib/order.ts';
 import { captured } from '../lib/statements.ts';
@@ -88,6 +89,68 @@ describe('engine batches', () => {
     const again = await sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE team_id = ${s.teamId}`.execute(t.database.db);
     assert.equal(again.rows[0]!.n, 3);
     for (const id of ids) assert.equal(await decisionCount(id), 1);
+  });
+
+  test("an event's own job fans out without waiting for the decider that took it, and nothing is delivered twice", async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    const hook = await s.a.post('/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['email.contact.saved'] });
+    assert.equal(hook.statusCode, 201, hook.body);
+    const [own, other] = [await trigger(s, 'w1@example.com'), await trigger(s, 'w2@example.com')];
+    // A decider for `own` that takes `other` into its batch and stops, its
+    // transaction open, just before it fans `other` out.
+    let inside!: () => void;
+    const reached = new Promise<void>((r) => (inside = r));
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const decider = campaignTriggerHandler(t.database.db, undefined, {
+      processTaken: async (trx, ids) => {
+        inside();
+        await gate;
+        await enqueueDeliveries(trx, ids.map((id) => ({ id })));
+      },
+    })([await eventRow(own)]);
+    await reached;
+    // `other`'s own job: the team's decider is busy, so it fans out and finishes.
+    // Under FOR UPDATE the insert's foreign-key check waited here for the decider's commit.
+    const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
+    const job = task({ event_ids: [other] }, {});
+    let timer: NodeJS.Timeout | undefined;
+    const finished = await Promise.race([
+      job.then(() => true),
+      new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 5_000))),
+    ]);
+    clearTimeout(timer);
+    release();
+    const settled = await Promise.allSettled([job, decider]);
+    assert.ok(finished, 'the job finished while the decider held its event');
+    assert.deepEqual(settled.map((r) => r.status), ['fulfilled', 'fulfilled'], String(settled.map((r) => (r as PromiseRejectedResult).reason)));
+    const { rows } = await sql<{ event_id: string }>`
+      SELECT event_id FROM webhook_deliveries WHERE team_id = ${s.teamId} ORDER BY event_id`.execute(t.database.db);
+    // `own` is fanned out by its job after its decisions; here only the decider ran for it.
+    assert.deepEqual(rows.map((r) => r.event_id), [other], 'one delivery for the taken event');
+    const row = (await eventRow(other)) as unknown as { decided_at: Date | null; processed_at: Date | null };
+    assert.ok(row.decided_at && row.processed_at, 'decided and processed');
+    assert.equal(await decisionCount(other), 1);
+  });
+
+  test('a job marks its events processed while another transaction only references them', async () => {
+    const s = await setup(t, sink.port);
+    const id = await trigger(s, 'ref@example.com');
+    const holder = await t.database.pool.connect();
+    try {
+      // What a foreign-key check of an uncommitted insert that references the event holds.
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM events WHERE id = $1 FOR KEY SHARE', [id]);
+      const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
+      await task({ event_ids: [id] }, {});
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    const row = (await eventRow(id)) as unknown as { decided_at: Date | null; processed_at: Date | null };
+    assert.ok(row.decided_at, 'decided');
+    assert.ok(row.processed_at, 'processed, not skipped as if a decider held it');
   });
 
   test('a submit is decided in its request and never taken into a batch', async () => {
