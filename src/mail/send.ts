@@ -34,6 +34,7 @@ import { ALL_MAIL_REASONS, emailHmac, SUPPRESSION_REASONS, type SuppressionReaso
 import { transportOptions, type MailSecurity } from './transport.ts';
 import { loadSigningKeys, signaturesFor, type ActiveKey } from './dkim.ts';
 import { DKIM_OPTION, installDkimSigner, type DkimOption } from './dkim-sign.ts';
+import { installWholeMessage } from './whole-message.ts';
 import { idIn } from '../db/ids.ts';
 
 /** Sends whose messages wait while the send is paused: broadcasts and automation sends (their lists are written ahead). */
@@ -94,6 +95,7 @@ function transportFor(account: Account, { db, appSecret, teamId, allow, perConne
       ...transportOptions(account, password, allow), pool: true, maxConnections: SMTP_CONNECTIONS, maxMessages: perConnection,
     });
     installDkimSigner(t);
+    installWholeMessage(t);
     return t;
   });
   transports.set(account.id, { version, allow, perConnection, transport });

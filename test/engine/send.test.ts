@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import type { Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { closeTransports } from '../../src/mail/send.ts';
 import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
+import { watchSocketWrites } from '../lib/socket-writes.ts';
 import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
 import { decodeHeader, parseMessage, startCaptureSink, type CaptureSink } from './sink.ts';
 
@@ -114,6 +116,37 @@ describe('sending: upsert → decision → SMTP → result', () => {
     assert.ok(!m.html.includes('/t/o/') && !m.html.includes('/t/h/') && !m.html.includes('/t/c/'));
     assert.ok(m.headers.get('list-unsubscribe'));
     assert.match(m.text, /Hi Pia/, 'the text part is derived when the template has none');
+  });
+
+  test('each message goes to the SMTP socket in one write (after DATA, before the final dot)', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    const before = sink.messages.length;
+    for (const email of ['w1@example.com', 'w2@example.com', 'w3@example.com']) {
+      assert.equal((await s.a.post('/email/contacts/upsert', { email, first_name: 'W' })).statusCode, 200);
+    }
+    // The writes of the client's sockets to the sink, counted between DATA and the final dot.
+    const perMessage: number[] = [];
+    const inData = new WeakMap<Socket, number>();
+    const stop = watchSocketWrites(sink.port, (socket, chunk) => {
+      const n = inData.get(socket);
+      if (n === undefined) {
+        if (chunk === 'DATA\r\n') inData.set(socket, 0);
+      } else if (chunk === '.\r\n' || chunk.endsWith('\r\n.\r\n')) {
+        perMessage.push(chunk === '.\r\n' ? n : n + 1);
+        inData.delete(socket);
+      } else {
+        inData.set(socket, n + 1);
+      }
+    });
+    try {
+      await drain(t);
+    } finally {
+      stop();
+    }
+    await sink.waitFor(before + 3);
+    // nodemailer alone writes each header block, boundary and part by itself (ten here).
+    assert.deepEqual(perMessage, [1, 1, 1]);
   });
 
   test('5xx at RCPT TO: hard bounce, contact bounced, counters and email.bounced.hard; no retry', async () => {
