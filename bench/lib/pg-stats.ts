@@ -42,13 +42,24 @@ export async function pgStats(db: Db, log: (msg: string) => void): Promise<PgSta
           FROM pg_stat_statements
          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
          ORDER BY total_exec_time + total_plan_time DESC LIMIT ${n}`.execute(db);
-      return rows.map((r) => ({
-        calls: Number(r.calls), execMs: r.exec, planMs: r.plan, rows: Number(r.rows), wal: Number(r.wal),
-        nested: !r.toplevel, query: (r.query ?? '').replace(/\s+/g, ' ').trim(),
-      }));
+      return rows.map((r) => {
+        const query = (r.query ?? '').replace(/\s+/g, ' ').trim();
+        return {
+          calls: Number(r.calls), execMs: r.exec, planMs: r.plan, rows: Number(r.rows), wal: Number(r.wal), nested: !r.toplevel,
+          query: !r.toplevel && FOREIGN_KEY_CHECK.test(query) ? FOREIGN_KEY_CHECKS : query,
+        };
+      });
     },
   };
 }
+
+// A foreign-key check is PostgreSQL's `SELECT 1 FROM ONLY "public"."<table>" x
+// WHERE "id" = $1 FOR KEY SHARE OF x`. PostgreSQL 18 identifies a statement by
+// its tables' names as written, here the alias `x` of every check, so the checks
+// of all tables count as one statement shown with the text of the first one
+// seen (e.g. "teams" for all of them): named for what it is.
+const FOREIGN_KEY_CHECK = /^SELECT (1|\$\d+) FROM ONLY "[^"]+"\."[^"]+" x WHERE .* FOR KEY SHARE OF x$/;
+const FOREIGN_KEY_CHECKS = 'foreign-key checks of every table (PostgreSQL 18 counts them as one)';
 
 /** The statements as a table, per `unit` (e.g. per e-mail: `count` e-mails). */
 export function statsTable(stats: StatementStats[], unit: string, count: number): string {
