@@ -54,7 +54,7 @@ const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },
   screenshots: { bench: 'stats', usage: '--screenshots          stats: full-page screenshots of the dashboard at this size into docs/screenshots/ (needs Chromium)' },
-  'pg-stats': { bench: 'campaigns', usage: '--pg-stats             campaigns: PostgreSQL\'s time per statement (pg_stat_statements) of each run; starts the embedded server with it (a DATABASE_URL server must preload it); other benches of the same run share that server' },
+  'pg-stats': { bench: 'campaigns,webhooks', usage: '--pg-stats             campaigns, webhooks: PostgreSQL\'s time per statement (pg_stat_statements) of each run; starts the embedded server with it (a DATABASE_URL server must preload it); other benches of the same run share that server' },
 };
 
 const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>] [benchmark options]
@@ -134,7 +134,8 @@ for (const [table, into] of [[TEXT_FLAGS, text], [SWITCH_FLAGS, switches]] as co
   for (const [flag, { bench }] of Object.entries(table)) {
     const raw = (args.values as Record<string, unknown>)[flag];
     if (raw === undefined) continue;
-    if (!names.includes(bench)) fail(`--${flag} applies to ${bench} only, which is not being run`);
+    const of = bench.split(','); // a switch may serve several benchmarks
+    if (!of.some((b) => names.includes(b))) fail(`--${flag} applies to ${of.join(' and ')} only, which ${of.length > 1 ? 'are' : 'is'} not being run`);
     (into as Record<string, unknown>)[flag] = raw;
   }
 }

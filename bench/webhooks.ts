@@ -1,4 +1,4 @@
-// `npm run bench -- webhooks [--events <n>] [--duration <s>]`
+// `npm run bench -- webhooks [--events <n>] [--duration <s>] [--pg-stats]`
 //
 // The whole delivery path against a receiver in its own process that verifies
 // every signature (bench/servers/receiver.ts), with a real worker in this
@@ -29,6 +29,7 @@ import { emit, type NewEvent } from '../src/events/emit.ts';
 import { createTeam } from '../src/teams/queries.ts';
 import { createWebhook, openSecret, webhookSecretBox } from '../src/webhooks/queries.ts';
 import { cpuMeter, localPostmaster, threadCpuMeter, type CpuSpent } from './lib/cpu.ts';
+import { pgStats, statsTable, type StatementStats } from './lib/pg-stats.ts';
 import { fmt, round, table } from './lib/report.ts';
 import { startServer } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -142,18 +143,22 @@ export async function run(opts: BenchOptions): Promise<void> {
       await db.transaction().execute((tx) => emit(tx, batch));
     }
   };
+  // --pg-stats: PostgreSQL's time per statement over each run (bench/lib/pg-stats.ts), reset before its meters start.
+  const statements = opts.switches['pg-stats'] ? await pgStats(db, opts.log) : null;
   const measure = async (label: string, teamId: string, deliveries: number) => {
     await reset();
     opts.log(`${label}: ${n} events, ${deliveries} deliveries`);
+    await statements?.reset();
     const cpu = meter();
     const started = performance.now();
     await emitAll(teamId, n);
     const s = await waitFor(deliveries, 600_000);
     const ms = performance.now() - started;
     const spent = cpu();
+    const top: StatementStats[] = (await statements?.top(20)) ?? [];
     if (s.unique < deliveries) throw new Error(`${label}: only ${s.unique} of ${deliveries} deliveries arrived`);
     if (s.bad > 0) throw new Error(`${label}: ${s.bad} deliveries failed signature verification`);
-    return { ms, s, spent };
+    return { ms, s, spent, top };
   };
   const one = await measure('one webhook', single.id, n);
   const ten = await measure('10 webhooks', fan.id, 10 * n);
@@ -190,6 +195,13 @@ export async function run(opts: BenchOptions): Promise<void> {
       ['left', 'right', 'right', 'right', 'right', 'right', 'right'],
     ),
   );
+
+  if (statements) {
+    for (const [label, r, count] of [['1 webhook', one, n], ['10 webhooks', ten, 10 * n]] as const) {
+      console.log(`\n${label}: PostgreSQL's time per statement (pg_stat_statements; * nested: run inside another statement, e.g. a foreign-key check, and counted in its time too), per delivery:`);
+      console.log(statsTable(r.top, 'delivery', count));
+    }
+  }
 
   // Latency at a steady 500 events/s.
   await reset();
