@@ -27,8 +27,10 @@ export async function pgStats(db: Db, log: (msg: string) => void): Promise<PgSta
     throw new Error('--pg-stats needs pg_stat_statements on the server: preloaded (shared_preload_libraries) and the right to create the extension. ' +
       `Unset DATABASE_URL to use the embedded server, which the bench starts with it (${(err as Error).message})`);
   }
-  const { rows: [settings] } = await sql<{ track: string | null; planning: string | null }>`
-    SELECT current_setting('pg_stat_statements.track', true) AS track, current_setting('pg_stat_statements.track_planning', true) AS planning`.execute(db);
+  const { rows: [settings] } = await sql<{ track: string | null; planning: string | null; version: number }>`
+    SELECT current_setting('pg_stat_statements.track', true) AS track, current_setting('pg_stat_statements.track_planning', true) AS planning,
+           current_setting('server_version_num')::int AS version`.execute(db);
+  const mergesKeyChecks = (settings?.version ?? 0) >= 180000;
   if (settings?.track !== 'all') log(`--pg-stats: pg_stat_statements.track is ${settings?.track ?? 'unset'}, not all: nested statements (foreign-key checks) are not counted`);
   if (settings?.planning !== 'on') log('--pg-stats: pg_stat_statements.track_planning is off: planning time reads 0');
   return {
@@ -46,20 +48,22 @@ export async function pgStats(db: Db, log: (msg: string) => void): Promise<PgSta
         const query = (r.query ?? '').replace(/\s+/g, ' ').trim();
         return {
           calls: Number(r.calls), execMs: r.exec, planMs: r.plan, rows: Number(r.rows), wal: Number(r.wal), nested: !r.toplevel,
-          query: !r.toplevel && FOREIGN_KEY_CHECK.test(query) ? FOREIGN_KEY_CHECKS : query,
+          query: mergesKeyChecks && !r.toplevel && FOREIGN_KEY_CHECK.test(query) ? `${FOREIGN_KEY_CHECKS}: ${query}` : query,
         };
       });
     },
   };
 }
 
-// A foreign-key check is PostgreSQL's `SELECT 1 FROM ONLY "public"."<table>" x
-// WHERE "id" = $1 FOR KEY SHARE OF x`. PostgreSQL 18 identifies a statement by
-// its tables' names as written, here the alias `x` of every check, so the checks
-// of all tables count as one statement shown with the text of the first one
-// seen (e.g. "teams" for all of them): named for what it is.
-const FOREIGN_KEY_CHECK = /^SELECT (1|\$\d+) FROM ONLY "[^"]+"\."[^"]+" x WHERE .* FOR KEY SHARE OF x$/;
-const FOREIGN_KEY_CHECKS = 'foreign-key checks of every table (PostgreSQL 18 counts them as one)';
+// A foreign-key check of a one-column key is PostgreSQL's `SELECT 1 FROM ONLY
+// "public"."<table>" x WHERE "<column>" = $1 FOR KEY SHARE OF x`. From version
+// 18 PostgreSQL identifies a statement by its tables' names as written, here the
+// alias `x` of every check, so the checks of all such keys count as one
+// statement, shown with the text of the first one seen (e.g. "teams" for all of
+// them): that row is named for what it is. Before 18 each table's checks are a
+// row of their own, named by their text.
+const FOREIGN_KEY_CHECK = /^SELECT (1|\$\d+) FROM ONLY "[^"]+"\."[^"]+" x WHERE "[^"]+" OPERATOR\(pg_catalog\.=\) \$1 FOR KEY SHARE OF x$/;
+const FOREIGN_KEY_CHECKS = 'foreign-key checks, all tables';
 
 /** The statements as a table, per `unit` (e.g. per e-mail: `count` e-mails). */
 export function statsTable(stats: StatementStats[], unit: string, count: number): string {

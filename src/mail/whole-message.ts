@@ -2,16 +2,19 @@
 // a message as it composes it: each header block, boundary and encoded part is
 // its own chunk, and each chunk its own write on the socket (about a dozen for
 // a two-part campaign e-mail), every one a system call that on a local relay
-// also runs the receiving side's network stack. The worker's CPU profile in
-// `npm run bench -- campaigns` showed those writes at about a tenth of its main
-// thread. Collected first, the message is one chunk through the SMTP dot-stuffing
-// stream and one write.
+// also runs the receiving side's network stack. Collected first, the message is
+// one chunk through the SMTP dot-stuffing stream and one write (and the final
+// dot in a second one).
 //
-// Memory: the whole encoded message is held once more while it is written. It
-// is bounded by the render caps (RENDER_MAX_OUTPUT_CHARS per part), and its parts
-// are already held whole as strings; a DKIM signature holds the message whole
-// anyway, since its header goes before the body it hashes.
-import { Transform, type Readable } from 'node:stream';
+// Memory: the whole encoded message is held while it is written, its pieces
+// and then the joined copy, once per message in flight (at most the SMTP
+// connections of an account's transport). Its size is bounded by the render
+// caps (RENDER_MAX_HTML_CHARS for the HTML part, RENDER_MAX_OUTPUT_CHARS for
+// the subject and text), which count characters: UTF-8 and the transfer
+// encoding (quoted-printable or base64) make the encoded message up to a few
+// times larger. A DKIM signature held the message whole anyway, since its
+// header goes before the body it hashes.
+import { finished, Transform, type Readable } from 'node:stream';
 import type { Transporter } from 'nodemailer';
 
 type PluginMail = { message: { processFunc(fn: (input: Readable) => Readable): void } };
@@ -30,8 +33,11 @@ export function wholeMessage(input: Readable): Readable {
     },
   });
   // nodemailer's contract for process functions: they read their input and
-  // report its errors on their output.
-  input.once('error', (err) => out.destroy(err));
+  // report its errors (or its end before the message ended) on their output; a
+  // consumer that stops reading the output stops the input. Not stream.pipeline:
+  // its AbortController makes a DOMException, stack and all, at every finish.
+  finished(input, (err) => err && out.destroy(err));
+  finished(out, (err) => err && input.destroy());
   return input.pipe(out);
 }
 

@@ -110,19 +110,24 @@ describe('engine batches', () => {
         await enqueueDeliveries(trx, ids.map((id) => ({ id })));
       },
     })([await eventRow(own)]);
-    await reached;
-    // `other`'s own job: the team's decider is busy, so it fans out and finishes.
-    // Under FOR UPDATE the insert's foreign-key check waited here for the decider's commit.
-    const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
-    const job = task({ event_ids: [other] }, {});
-    let timer: NodeJS.Timeout | undefined;
-    const finished = await Promise.race([
-      job.then(() => true),
-      new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 5_000))),
-    ]);
-    clearTimeout(timer);
-    release();
-    const settled = await Promise.allSettled([job, decider]);
+    let job: Promise<void> | undefined;
+    let finished = false;
+    try {
+      await Promise.race([reached, decider.then(() => assert.fail('the decider finished without taking the other event'))]);
+      // `other`'s own job: the team's decider is busy, so it fans out and finishes.
+      // Under FOR UPDATE the insert's foreign-key check waited here for the decider's commit.
+      const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
+      job = task({ event_ids: [other] }, {});
+      let timer: NodeJS.Timeout | undefined;
+      finished = await Promise.race([
+        job.then(() => true, () => true), // its failure is reported below
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 5_000))),
+      ]);
+      clearTimeout(timer);
+    } finally {
+      release(); // the decider commits (or its failure is reported below), never left holding its transaction
+    }
+    const settled = await Promise.allSettled([job!, decider]);
     assert.ok(finished, 'the job finished while the decider held its event');
     assert.deepEqual(settled.map((r) => r.status), ['fulfilled', 'fulfilled'], String(settled.map((r) => (r as PromiseRejectedResult).reason)));
     const { rows } = await sql<{ event_id: string }>`

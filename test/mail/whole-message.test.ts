@@ -52,6 +52,23 @@ describe('one write per message', () => {
     await assert.rejects(async () => {
       for await (const _ of piped) void _;
     }, /source broke/);
+
+    // An input that closes before its end, without an error, is an error of the output, not a wait for ever.
+    const cut = new Readable({ read() {} });
+    const fromCut = wholeMessage(cut);
+    cut.push(Buffer.from('part'));
+    cut.destroy();
+    await assert.rejects(async () => {
+      for await (const _ of fromCut) void _;
+    }, { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+
+    // A consumer that goes away stops the input.
+    const endless = new Readable({ read() {} });
+    const abandoned = wholeMessage(endless);
+    endless.push(Buffer.from('part'));
+    abandoned.destroy();
+    await new Promise((resolve) => endless.once('close', resolve));
+    assert.ok(endless.destroyed, 'input destroyed with its output');
   });
 
   /** Sends one message; returns the client's socket writes while it was sent, and what the server got. */
