@@ -24,7 +24,8 @@ export const SIGNED_HEADERS = [
   'Feedback-ID',
 ];
 
-type PluginMail = {
+/** What a nodemailer `stream` plugin is given: the message's options and its MIME tree (typed loosely by nodemailer). */
+export type PluginMail = {
   data: Record<string, unknown>;
   message: { processFunc(fn: (input: Readable) => Readable): void };
 };

@@ -16,8 +16,7 @@
 // header goes before the body it hashes.
 import { finished, Transform, type Readable } from 'node:stream';
 import type { Transporter } from 'nodemailer';
-
-type PluginMail = { message: { processFunc(fn: (input: Readable) => Readable): void } };
+import type { PluginMail } from './dkim-sign.ts';
 
 /** A stream that gives out its whole input as one chunk at the end. */
 export function wholeMessage(input: Readable): Readable {
