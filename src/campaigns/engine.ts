@@ -131,18 +131,22 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
     sql<{ event_id: string; campaign_id: string }>`
       SELECT event_id, campaign_id FROM campaign_decisions
        WHERE event_id = ANY (${[...new Set(all.map((c) => c.event_id))]}::uuid[])`.execute(trx),
-    // Today's messages per account, counted up to the campaign cap and no
-    // further: only `< cap` is asked, and a day can hold far more rows than the
-    // cap (a broadcast or transactional mail queued past the limit waits for
-    // the next day), which an unbounded count read in full for every batch,
-    // with the account's row locked.
+    // What the account's daily limit counts (claims for SMTP this UTC day,
+    // mail/daily-usage.ts), plus its event-triggered messages still waiting to
+    // be claimed, which will take slots of the day before anything decided
+    // now. Broadcast and transactional messages waiting are left out: they
+    // wait for the next day at their limit, and event-triggered jobs claim
+    // ahead of broadcasts. The waiting ones are counted up to the cap and no
+    // further (the decision only asks whether the sum is below it), through
+    // an index that holds waiting messages only: the day's sent mail is never
+    // read, however much of it there is.
     sql<{ mail_account_id: string; n: number }>`
-      SELECT a.id AS mail_account_id, (
-               SELECT count(*) FROM (
-                 SELECT 1 FROM email_send_log l
-                  WHERE l.mail_account_id = a.id AND l.status <> 'cancelled'
-                    AND l.created_at >= ${dayStart} AND l.created_at < ${dayEnd}
-                  LIMIT a.cap) s) AS n
+      SELECT a.id AS mail_account_id,
+             coalesce((SELECT u.claimed FROM mail_account_usage u WHERE u.mail_account_id = a.id AND u.day = ${dayStart.toISOString().slice(0, 10)}::date), 0)
+             + (SELECT count(*) FROM (
+                  SELECT 1 FROM email_send_log l
+                   WHERE l.mail_account_id = a.id AND l.status IN ('queued', 'deferred') AND l.event_id IS NOT NULL
+                   LIMIT a.cap) s) AS n
         FROM unnest(${accounts.rows.map((a) => a.id)}::uuid[], ${accounts.rows.map((a) => dailyCap(a, 'campaign'))}::int[]) AS a (id, cap)`.execute(trx),
     sql<{ id: string; team_id: string }>`
       SELECT id, team_id FROM templates WHERE id = ANY (${templateIds}::uuid[]) AND status = 'active'`.execute(trx),

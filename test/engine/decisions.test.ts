@@ -171,24 +171,10 @@ describe('campaign decisions', () => {
     assert.ok(c.id);
   });
 
-  // A day can hold far more of an account's messages than its campaign cap (a
-  // broadcast or transactional mail queued past the limit waits for the next
-  // day). Deciding asks only whether the count is below the cap, so it reads
-  // no more than cap rows, however many there are.
-  test('the account\'s count of the day stops at its campaign cap', async () => {
-    const s = await setup(t, sink.port);
-    const limited = await insertAccount(t, s.teamId, sink.port, { daily_limit: 10, campaign_share_percent: 50 }); // cap 5
-    await sql`
-      INSERT INTO email_send_log (team_id, mail_account_id, email, status, source)
-      SELECT ${s.teamId}::uuid, ${limited}::uuid, 'queued' || i || '@example.com', 'queued', 'transactional'
-        FROM generate_series(1, 3000) AS i`.execute(t.database.db);
-    const c = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [limited] });
-    const ev = await trigger(s, 'over@example.com');
-    const sent = await captured(/count\(\*\)[\s\S]*FROM email_send_log[\s\S]*status <> 'cancelled'/, () => drain(t));
-    assert.deepEqual(await decisions(s, ev), [[c.id, 'skip', 'account_daily_limit']]);
-    assert.equal(sent.length, 1);
+  /** Rows of email_send_log that a captured statement reads (EXPLAIN ANALYZE of its text and values). */
+  async function logRowsRead(statement: { text: string; values: readonly unknown[] }): Promise<number> {
     const { rows } = await t.database.pool.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>({
-      text: `EXPLAIN (ANALYZE, FORMAT JSON) ${sent[0]!.text}`, values: sent[0]!.values,
+      text: `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, values: statement.values as unknown[],
     });
     let read = 0;
     const walk = (n: PlanNode) => {
@@ -196,7 +182,77 @@ describe('campaign decisions', () => {
       n.Plans?.forEach(walk);
     };
     walk(rows[0]!['QUERY PLAN'][0].Plan);
-    assert.ok(read <= 5, `rows of the log read to count the day: ${read}`);
+    return read;
+  }
+
+  const ACCOUNT_COUNT = /mail_account_usage[\s\S]*count\(\*\)[\s\S]*FROM email_send_log/;
+
+  /** An event of the team that nothing will process again (for log rows that need one). */
+  async function settledEvent(teamId: string): Promise<string> {
+    const { rows } = await sql<{ id: string }>`
+      INSERT INTO events (team_id, name, payload, decided_at, processed_at)
+      VALUES (${teamId}, 'contact.saved', '{}', now(), now()) RETURNING id`.execute(t.database.db);
+    return rows[0]!.id;
+  }
+
+  // Event-triggered messages waiting for a slot can be far more than the cap
+  // (a burst decided before the sends catch up). Deciding asks only whether
+  // the count is below the cap, so it reads no more than cap of them.
+  test('the waiting messages of an account are counted up to its campaign cap', async () => {
+    const s = await setup(t, sink.port);
+    const limited = await insertAccount(t, s.teamId, sink.port, { daily_limit: 10, campaign_share_percent: 50 }); // cap 5
+    const event = await settledEvent(s.teamId);
+    await sql`
+      INSERT INTO email_send_log (team_id, mail_account_id, email, status, source, event_id)
+      SELECT ${s.teamId}::uuid, ${limited}::uuid, 'queued' || i || '@example.com', 'queued', 'campaign', ${event}::uuid
+        FROM generate_series(1, 3000) AS i`.execute(t.database.db);
+    const c = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [limited] });
+    const ev = await trigger(s, 'over@example.com');
+    const sent = await captured(ACCOUNT_COUNT, () => drain(t));
+    assert.deepEqual(await decisions(s, ev), [[c.id, 'skip', 'account_daily_limit']]);
+    assert.equal(sent.length, 1);
+    const read = await logRowsRead(sent[0]!);
+    assert.ok(read <= 5, `rows of the log read to count the account: ${read}`);
+  });
+
+  // The daily limit counts SMTP claims of the UTC day (mail_account_usage),
+  // not log rows created that day: mail sent today does not have to be read
+  // again for every batch of decisions, and messages that wait (broadcast,
+  // transactional) take their slots when they are claimed.
+  test('the account count is today\'s claims plus waiting event-triggered messages, never the day\'s log', async () => {
+    const s = await setup(t, sink.port);
+    const big = await insertAccount(t, s.teamId, sink.port, { daily_limit: 1_000_000, from_email: 'big@plover.test' });
+    await sql`
+      INSERT INTO email_send_log (team_id, mail_account_id, email, status, source, created_at, sent_at)
+      SELECT ${s.teamId}::uuid, ${big}::uuid, 'sent' || i || '@example.com', CASE WHEN i % 2 = 0 THEN 'sent' ELSE 'queued' END,
+             CASE WHEN i % 2 = 0 THEN 'campaign' ELSE 'transactional' END, now(), CASE WHEN i % 2 = 0 THEN now() END
+        FROM generate_series(1, 4000) AS i`.execute(t.database.db);
+    const onBig = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [big] });
+    const ev1 = await trigger(s, 'busy-day@example.com');
+    const counts = await captured(ACCOUNT_COUNT, () => drain(t));
+    assert.deepEqual(await decisions(s, ev1), [[onBig.id, 'send', null]]);
+    assert.equal(counts.length, 1);
+    const read = await logRowsRead(counts[0]!);
+    assert.equal(read, 0, `rows of the log read to count a busy day: ${read}`);
+    assert.equal((await s.a.post(`/email/campaigns/${onBig.id}/stop`)).statusCode, 200);
+
+    // Cap 5: four slots claimed today (no log row of the day at all) leave one.
+    const small = await insertAccount(t, s.teamId, sink.port, { daily_limit: 10, campaign_share_percent: 50, from_email: 'small@plover.test' });
+    await sql`
+      INSERT INTO mail_account_usage (mail_account_id, day, team_id, claimed)
+      VALUES (${small}::uuid, (now() AT TIME ZONE 'UTC')::date, ${s.teamId}::uuid, 4)`.execute(t.database.db);
+    const onSmall = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [small] });
+    const ev2 = await trigger(s, 'fifth@example.com');
+    await drain(t);
+    const onlySmall = async (ev: string) => (await decisions(s, ev)).filter((d) => d[0] === onSmall.id);
+    assert.deepEqual(await onlySmall(ev2), [[onSmall.id, 'send', null]]);
+    // That message was claimed (sent): the fifth claim of the day fills the cap.
+    const { rows: usage } = await sql<{ claimed: number }>`
+      SELECT claimed FROM mail_account_usage WHERE mail_account_id = ${small}::uuid`.execute(t.database.db);
+    assert.deepEqual(usage, [{ claimed: 5 }]);
+    const ev3 = await trigger(s, 'sixth@example.com');
+    await drain(t);
+    assert.deepEqual(await onlySmall(ev3), [[onSmall.id, 'skip', 'account_daily_limit']]);
   });
 
   test('two events for one contact at once with a cap of 1: exactly one send', async () => {
