@@ -131,21 +131,25 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
     sql<{ event_id: string; campaign_id: string }>`
       SELECT event_id, campaign_id FROM campaign_decisions
        WHERE event_id = ANY (${[...new Set(all.map((c) => c.event_id))]}::uuid[])`.execute(trx),
-    // What the account's daily limit counts (claims for SMTP this UTC day,
-    // mail/daily-usage.ts), plus its event-triggered messages still waiting to
-    // be claimed, which will take slots of the day before anything decided
-    // now. Broadcast and transactional messages waiting are left out: they
-    // wait for the next day at their limit, and event-triggered jobs claim
-    // ahead of broadcasts. The waiting ones are counted up to the cap and no
-    // further (the decision only asks whether the sum is below it), through
-    // an index that holds waiting messages only: the day's sent mail is never
-    // read, however much of it there is.
+    // What the account's daily limit counts (claims for SMTP in the database's
+    // UTC day, as the claims write them: mail/daily-usage.ts), plus its
+    // messages still waiting to be claimed that will take slots ahead of
+    // anything decided now: event-triggered ones (decided earlier) and
+    // transactional ones (their jobs run first). Waiting broadcast and
+    // automation messages are left out: event-triggered jobs claim ahead of
+    // them, and at the limit they wait for the next day. The waiting ones are
+    // counted up to the cap and no further (the decision only asks whether the
+    // sum is below it), through an index of exactly those messages
+    // (email_send_log_account_pending_idx, the same condition): the day's sent
+    // mail is never read, however much of it there is.
     sql<{ mail_account_id: string; n: number }>`
       SELECT a.id AS mail_account_id,
-             coalesce((SELECT u.claimed FROM mail_account_usage u WHERE u.mail_account_id = a.id AND u.day = ${dayStart.toISOString().slice(0, 10)}::date), 0)
+             coalesce((SELECT u.claimed FROM mail_account_usage u
+                        WHERE u.mail_account_id = a.id AND u.day = (now() AT TIME ZONE 'UTC')::date), 0)
              + (SELECT count(*) FROM (
                   SELECT 1 FROM email_send_log l
-                   WHERE l.mail_account_id = a.id AND l.status IN ('queued', 'deferred') AND l.event_id IS NOT NULL
+                   WHERE l.mail_account_id = a.id AND l.status IN ('queued', 'deferred')
+                     AND (l.event_id IS NOT NULL OR l.source = 'transactional')
                    LIMIT a.cap) s) AS n
         FROM unnest(${accounts.rows.map((a) => a.id)}::uuid[], ${accounts.rows.map((a) => dailyCap(a, 'campaign'))}::int[]) AS a (id, cap)`.execute(trx),
     sql<{ id: string; team_id: string }>`

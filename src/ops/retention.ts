@@ -55,9 +55,13 @@ const PURGEABLE: Record<RetentionTable, RawBuilder<unknown>> = {
   webhook_deliveries: sql`status <> 'pending'`,
   email_send_log: sql`status NOT IN ('queued', 'sending', 'deferred')`,
   // A pending delivery builds its envelope from the event row: keep the event
-  // until it is delivered (deliveries normally go first, 30 days < 90).
+  // until it is delivered (deliveries normally go first, 30 days < 90). So does
+  // a message still to be sent (its template reads the event), and the
+  // campaign decider counts an account's waiting event-triggered messages by
+  // their event.
   events: sql`processed_at IS NOT NULL
-    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = t.id AND d.status = 'pending')`,
+    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = t.id AND d.status = 'pending')
+    AND NOT EXISTS (SELECT 1 FROM email_send_log l WHERE l.event_id = t.id AND l.status IN ('queued', 'sending', 'deferred'))`,
 };
 
 function windowOf(table: RetentionTable, w: RetentionWindows): number {

@@ -40,6 +40,10 @@ describe('retention', () => {
     const oldEvent = await ev(91);
     const keptEvent = await ev(89);
     const unprocessedOld = await ev(200, false);
+    // An old event whose message still waits to be sent (over a daily limit, or retrying).
+    const eventOfWaiting = await ev(91);
+    const waiting = await insertSend(t.database.db, teamId, { email: `waiting-${old.email}`, contactId: old.contactId, sentSecondsAgo: null });
+    await q(`UPDATE email_send_log SET status = 'queued', event_id = $2, created_at = now() - interval '91 days' WHERE id = $1`, [waiting.id, eventOfWaiting]);
     await q(`INSERT INTO leads (team_id, contact_id, event_id, created_at) VALUES ($1, $2, $3, now() - interval '91 days')`, [teamId, old.contactId, oldEvent]);
     await q(`INSERT INTO sales (team_id, contact_id, event_id, amount, created_at) VALUES ($1, $2, $3, 10, now() - interval '91 days')`, [teamId, old.contactId, oldEvent]);
     await q(
@@ -63,7 +67,7 @@ describe('retention', () => {
       oldPending: await delivery('pending', 31),
       recentSuccess: await delivery('success', 29),
     };
-    return { teamId, old, recent, campaignId: c.id as string, campaignSendId: cs.id as string, oldEvent, keptEvent, unprocessedOld, oldHitOfRecent, keptHit, deliveries };
+    return { teamId, old, recent, campaignId: c.id as string, campaignSendId: cs.id as string, oldEvent, keptEvent, unprocessedOld, eventOfWaiting, waiting, oldHitOfRecent, keptHit, deliveries };
   }
 
   const exists = async (table: string, id: string) => (await q(`SELECT 1 FROM ${table} WHERE id = $1`, [id])).rowCount === 1;
@@ -84,6 +88,9 @@ describe('retention', () => {
     assert.equal(await exists('events', w.oldEvent), false, 'event 91 days old: purged');
     assert.equal(await exists('events', w.keptEvent), true, 'event 89 days old: kept');
     assert.equal(await exists('events', w.unprocessedOld), true, 'an event not yet processed is kept whatever its age');
+    assert.equal(await exists('email_send_log', w.waiting.id), true, 'a message still to be sent is never purged');
+    assert.equal(await exists('events', w.eventOfWaiting), true, 'the event of a message still to be sent is kept');
+    assert.deepEqual((await q('SELECT event_id FROM email_send_log WHERE id = $1', [w.waiting.id])).rows, [{ event_id: w.eventOfWaiting }]);
     assert.equal(await exists('webhook_deliveries', w.deliveries.oldSuccess), false, 'delivered 31 days ago: purged');
     assert.equal(await exists('webhook_deliveries', w.deliveries.oldFailed), false);
     assert.equal(await exists('webhook_deliveries', w.deliveries.oldPending), true, 'a pending delivery is never purged');
