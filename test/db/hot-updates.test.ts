@@ -1,0 +1,64 @@
+// A campaign send's progress counters are written for every batch of results
+// it sends, while other senders' snapshots still see the row's last versions,
+// so those cannot be pruned yet. The update changes no indexed column; it stays
+// HOT (same page, no new index entries) only while the row's page has room for
+// the new version. Without it the row moved to a new page at nearly every
+// update, and readers of the campaign's latest send walked all those pages
+// (migration 0034). Here a snapshot held open pins every version, as a busy
+// moment does, and the row must stay on its page for the next updates.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+
+let t: TestApp;
+before(async () => {
+  t = await buildTestApp();
+});
+after(() => t.close());
+
+const q = (text: string, values: unknown[] = []) => t.database.pool.query(text, values);
+
+/** The heap page (block number) a row's current version is on. */
+async function pageOf(id: string): Promise<number> {
+  const { rows } = await q(`SELECT (ctid::text::point)[0]::int AS page FROM campaign_sends WHERE id = $1`, [id]);
+  return rows[0].page;
+}
+
+test('a campaign send\'s counter updates stay on its page while older snapshots pin its versions', async () => {
+  const { teamId } = await makeTeam(t.database.db);
+  // Six sends with a send_data of about a kilobyte (a segment of a few rules), inserted in order.
+  const sendData = JSON.stringify({
+    template_ids: [crypto.randomUUID()], mail_account_ids: [crypto.randomUUID()],
+    segment_query: { rules: Array.from({ length: 8 }, (_, i) => ({ field: `custom_fields.attribute_${i}`, operator: 'equals', value: 'x'.repeat(80) })) },
+  });
+  assert.ok(sendData.length > 900, `send_data of ${sendData.length} characters`);
+  const ids: string[] = [];
+  for (let i = 0; i < 6; i++) {
+    const { rows: [c] } = await q(`INSERT INTO campaigns (team_id, name, draft_data, trigger_events) VALUES ($1, $2, '{}', '{contact.saved}') RETURNING id`, [teamId, `c${i}`]);
+    const { rows: [s] } = await q(
+      `INSERT INTO campaign_sends (team_id, campaign_id, campaign_type, send_data) VALUES ($1, $2, 'event_triggered', $3::jsonb) RETURNING id`,
+      [teamId, c.id, sendData]);
+    ids.push(s.id);
+  }
+  const first = ids[0]!;
+  const page = await pageOf(first);
+
+  const pin = await t.database.pool.connect();
+  try {
+    await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await pin.query('SELECT count(*) FROM campaign_sends');
+    // What mail/send-record.ts writes per batch of results (its own transaction
+    // each). A version here is about 1.3 kB: half a page holds two more (with
+    // full pages the first update already moves).
+    for (let i = 1; i <= 2; i++) {
+      await q(`UPDATE campaign_sends s SET updated_at = now(), send_progress = s.send_progress || jsonb_build_object('total_sent', $2::int)
+                WHERE id = $1`, [first, i * 25]);
+      assert.equal(await pageOf(first), page, `update ${i} moved the send to another page`);
+    }
+  } finally {
+    await pin.query('ROLLBACK');
+    pin.release();
+  }
+  const { rows } = await q(`SELECT send_progress ->> 'total_sent' AS sent FROM campaign_sends WHERE id = $1`, [first]);
+  assert.deepEqual(rows, [{ sent: '50' }]);
+});
