@@ -139,9 +139,10 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
     // automation messages are left out: event-triggered jobs claim ahead of
     // them, and at the limit they wait for the next day. The waiting ones are
     // counted up to the cap and no further (the decision only asks whether the
-    // sum is below it), through an index of exactly those messages
-    // (email_send_log_account_pending_idx, the same condition): the day's sent
-    // mail is never read, however much of it there is.
+    // sum is below it), through an index of waiting messages keyed by account
+    // and by this condition (email_send_log_account_pending_idx, the same
+    // expression): the day's sent mail and a broadcast's backlog are never
+    // read, however much of them there is.
     sql<{ mail_account_id: string; n: number }>`
       SELECT a.id AS mail_account_id,
              coalesce((SELECT u.claimed FROM mail_account_usage u
@@ -149,7 +150,7 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
              + (SELECT count(*) FROM (
                   SELECT 1 FROM email_send_log l
                    WHERE l.mail_account_id = a.id AND l.status IN ('queued', 'deferred')
-                     AND (l.event_id IS NOT NULL OR l.source = 'transactional')
+                     AND (l.event_id IS NOT NULL OR l.source = 'transactional') = true
                    LIMIT a.cap) s) AS n
         FROM unnest(${accounts.rows.map((a) => a.id)}::uuid[], ${accounts.rows.map((a) => dailyCap(a, 'campaign'))}::int[]) AS a (id, cap)`.execute(trx),
     sql<{ id: string; team_id: string }>`

@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { claimManyForSmtp } from '../../src/mail/daily-usage.ts';
+import { deleteMailAccount } from '../../src/mail/accounts-manage.ts';
+import { runRetention } from '../../src/ops/retention.ts';
 import { recordResults, type SendResult } from '../../src/mail/send-record.ts';
 import { addMessageFacts } from '../../src/stats/deltas.ts';
 import { addSuppressions } from '../../src/contacts/suppressions.ts';
@@ -235,3 +237,31 @@ test('the claim and the results run on generic plans after five calls, and those
   }
 });
 
+
+// Deleting a mail account cancels its waiting messages with the account's row
+// locked (deciders for it wait): they are found by the account, through the
+// index of waiting messages, not by reading the team's whole log.
+test('deleting a mail account finds its waiting messages through the account\'s index of them', async () => {
+  const other = await insertAccount(t, teamId, 2525);
+  await sql`
+    INSERT INTO email_send_log (team_id, mail_account_id, email, status, source)
+    SELECT ${teamId}::uuid, ${other}::uuid, 'w' || i || '@example.com', 'queued', 'campaign' FROM generate_series(1, 10) AS i`.execute(t.database.db);
+  let deleted: Awaited<ReturnType<typeof deleteMailAccount>> | undefined;
+  const sent = await captured(/UPDATE email_send_log SET status = 'cancelled', last_error = 'mail account deleted'/, async () => {
+    deleted = await deleteMailAccount(t.database.db, teamId, other);
+  });
+  assert.equal(deleted?.cancelled, 10);
+  assert.equal(sent.length, 1);
+  assert.deepEqual(await logIndexes(sent[0]!), ['email_send_log_account_pending_idx']);
+});
+
+// Retention keeps an event while a message of it still waits: checked per
+// candidate event, by the log's event index, not by reading the log.
+test('the events retention finds messages of an event through the log\'s event index', async () => {
+  const sent = await captured(/DELETE FROM "events"/, async () => {
+    await runRetention(t.database.db, { eventsDays: 1, messagesDays: 0, trackingHitsDays: 0, webhookDeliveriesDays: 0, batchSize: 1000, pauseMs: 0 });
+  });
+  assert.equal(sent.length, 1);
+  assert.deepEqual(await seqScans(sent[0]!), []);
+  assert.deepEqual(await logIndexes(sent[0]!), ['email_send_log_event_idx']);
+});

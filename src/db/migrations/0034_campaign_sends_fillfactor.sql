@@ -7,8 +7,12 @@
 -- in `npm run bench -- campaigns` went to a new page with a new entry in every
 -- index: 20,000 e-mails left 221 pages for 3 rows, and each lookup of a
 -- campaign's latest send (the decider's candidates, per batch) read about a
--- third of them (5.7 ms per batch of 10 events). At fillfactor 50 the new
+-- third of them (about 6 ms per batch of 10 events). At fillfactor 50 the new
 -- pages keep half their space for new versions: 99.7-100 % HOT, 3-6 pages.
--- Rows already on full pages move once, at their next update that does not
--- fit, to a page that has the room.
+-- The price: the table's new pages are half empty, also for sends that are
+-- rarely updated again (finished broadcasts), so it takes about twice the
+-- pages and a scan of it reads twice as many. Nothing is rewritten here: rows
+-- already on full pages move once, at their next update that does not fit, to
+-- a page with the room, and the dead versions and index entries already there
+-- stay until VACUUM.
 ALTER TABLE campaign_sends SET (fillfactor = 50);
