@@ -6,6 +6,8 @@
 // update, and readers of the campaign's latest send walked all those pages
 // (migration 0034). Here a snapshot held open pins every version, as a busy
 // moment does, and the row must stay on its page for the next updates.
+// The same for a contact's counters, updated at every message sent to it, on
+// pages that a bulk insert filled (migration 0035).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
@@ -63,4 +65,33 @@ test('a campaign send\'s counter updates stay on its page while older snapshots 
   }
   const { rows } = await q(`SELECT send_progress ->> 'total_sent' AS sent FROM campaign_sends WHERE id = $1`, [first]);
   assert.deepEqual(rows, [{ sent: '50' }]);
+});
+
+test('a contact\'s send counters stay on its page after a bulk insert filled it', async () => {
+  const { teamId } = await makeTeam(t.database.db);
+  // As a bulk upsert writes them: one statement, consecutive pages filled.
+  await q(`INSERT INTO contacts (team_id, email, first_name, last_name, phone, country_code, tags)
+           SELECT $1, 'bulk' || i || '@example.com', 'First' || i, 'Last' || i, '+4930' || i, 'de', '{customer,newsletter}'
+             FROM generate_series(1, 500) AS i`, [teamId]);
+  const { rows: [first] } = await q(
+    `SELECT id, (ctid::text::point)[0]::int AS page, pg_column_size(c.*) AS bytes FROM contacts c
+      WHERE team_id = $1 ORDER BY ctid LIMIT 1`, [teamId]);
+  // Rows well under a tenth of a page: the free tenth holds at least two new versions.
+  assert.ok(first.bytes < 400, `row of ${first.bytes} bytes`);
+  const pageOfContact = async () => (await q(`SELECT (ctid::text::point)[0]::int AS page FROM contacts WHERE id = $1`, [first.id])).rows[0].page;
+  const pin = await t.database.pool.connect();
+  try {
+    await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await pin.query('SELECT count(*) FROM contacts');
+    for (let i = 1; i <= 2; i++) {
+      // What mail/send-record.ts writes per message sent (its own transaction each).
+      await q(`UPDATE contacts c SET sent_count = c.sent_count + 1, first_sent_at = coalesce(c.first_sent_at, now()), last_sent_at = now()
+                WHERE id = $1`, [first.id]);
+      assert.equal(await pageOfContact(), first.page, `send ${i} moved the contact to another page`);
+    }
+  } finally {
+    await pin.query('ROLLBACK');
+    pin.release();
+  }
+  assert.deepEqual((await q('SELECT sent_count FROM contacts WHERE id = $1', [first.id])).rows, [{ sent_count: 2 }]);
 });

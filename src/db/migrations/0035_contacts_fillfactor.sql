@@ -1,0 +1,12 @@
+-- A contact's row is rewritten at every message sent to it (its counters,
+-- mail/send-record.ts: no indexed column changes, so the update can be HOT)
+-- and at every bulk upsert that changes it. Contacts are inserted in bulk and
+-- fill their pages, so the first of those updates found no room on the page:
+-- a new page and a new entry in each of the table's indexes.
+-- `npm run bench -- campaigns`: 79.6 % of the per-message updates were HOT, 89.6 %
+-- at fillfactor 90. `npm run bench -- bulk-upsert --contacts 50000`, update pass:
+-- PostgreSQL CPU per 1,000-contact batch 83.2-84.2 → 81.2-81.6 ms, WAL 172 → 169
+-- MB. The price: new pages keep a tenth of their space free (about 10 % more
+-- heap for a table written once). Nothing is rewritten here: existing pages
+-- keep their rows, and new rows go to pages with the room.
+ALTER TABLE contacts SET (fillfactor = 90);
