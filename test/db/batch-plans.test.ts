@@ -20,6 +20,7 @@ import { createDb, createPool, RANDOM_PAGE_COST } from '../../src/db/pool.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { insertAccount } from '../engine/fixtures.ts';
 import { captured, type Sent } from '../lib/statements.ts';
+import { indexesOf, planNodes } from '../lib/plans.ts';
 
 const ROWS = 6_000;
 const WATCHED = ['email_send_log', 'contacts'];
@@ -54,7 +55,7 @@ function literal(v: unknown): string {
   throw new Error(`literal: no SQL text for a ${typeof v}`);
 }
 
-type PlanNode = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; Plans?: PlanNode[] };
+type PlanNode = { 'Node Type': string; 'Relation Name'?: string; Plans?: PlanNode[] };
 
 type Explained = { 'QUERY PLAN': [{ Plan: PlanNode }] };
 
@@ -104,13 +105,7 @@ async function genericSeqScans(pool: ReturnType<typeof createPool>, name: string
 
 /** The indexes through which the plan of this statement (at the pool's page cost) reads the log. */
 async function logIndexes(s: Sent): Promise<string[]> {
-  const found = new Set<string>();
-  const walk = (n: PlanNode) => {
-    if (n['Relation Name'] === 'email_send_log' && n['Index Name']) found.add(n['Index Name']);
-    n.Plans?.forEach(walk);
-  };
-  walk((await t.database.pool.query<Explained>({ text: `EXPLAIN (FORMAT JSON) ${s.text}`, values: s.values })).rows[0]!['QUERY PLAN'][0].Plan);
-  return [...found];
+  return indexesOf(await planNodes(t.database.pool, s), 'email_send_log');
 }
 
 const queuedIds = async () =>

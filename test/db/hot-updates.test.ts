@@ -21,9 +21,29 @@ after(() => t.close());
 const q = (text: string, values: unknown[] = []) => t.database.pool.query(text, values);
 
 /** The heap page (block number) a row's current version is on. */
-async function pageOf(id: string): Promise<number> {
-  const { rows } = await q(`SELECT (ctid::text::point)[0]::int AS page FROM campaign_sends WHERE id = $1`, [id]);
+async function pageOf(table: 'campaign_sends' | 'contacts', id: string): Promise<number> {
+  const { rows } = await q(`SELECT (ctid::text::point)[0]::int AS page FROM ${table} WHERE id = $1`, [id]);
   return rows[0].page;
+}
+
+/**
+ * Runs `update` `times` times, each in its own transaction, while another
+ * session's REPEATABLE READ snapshot of `table` keeps every old version from
+ * being pruned; after each the row must still be on `page`.
+ */
+async function updatesStayOnPage(table: 'campaign_sends' | 'contacts', id: string, page: number, times: number, update: (i: number) => Promise<unknown>): Promise<void> {
+  const pin = await t.database.pool.connect();
+  try {
+    await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    await pin.query(`SELECT count(*) FROM ${table}`);
+    for (let i = 1; i <= times; i++) {
+      await update(i);
+      assert.equal(await pageOf(table, id), page, `update ${i} moved the row to another page`);
+    }
+  } finally {
+    await pin.query('ROLLBACK');
+    pin.release();
+  }
 }
 
 test('a campaign send\'s counter updates stay on its page while older snapshots pin its versions', async () => {
@@ -42,27 +62,17 @@ test('a campaign send\'s counter updates stay on its page while older snapshots 
     ids.push(s.id);
   }
   const first = ids[0]!;
-  const page = await pageOf(first);
+  const page = await pageOf('campaign_sends', first);
   // A row of 1.1 to 2 kB: above it PostgreSQL would compress send_data; below, six rows would not fill a page.
   const { rows: [size] } = await q('SELECT pg_column_size(s.*) AS bytes FROM campaign_sends s WHERE id = $1', [first]);
   assert.ok(size.bytes > 1_100 && size.bytes < 2_000, `row of ${size.bytes} bytes`);
 
-  const pin = await t.database.pool.connect();
-  try {
-    await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-    await pin.query('SELECT count(*) FROM campaign_sends');
-    // What mail/send-record.ts writes per batch of results (its own transaction
-    // each). Half a page holds two more versions of such a row; on full pages
-    // (without migration 0034) the first update already moves.
-    for (let i = 1; i <= 2; i++) {
-      await q(`UPDATE campaign_sends s SET updated_at = now(), send_progress = s.send_progress || jsonb_build_object('total_sent', $2::int)
-                WHERE id = $1`, [first, i * 25]);
-      assert.equal(await pageOf(first), page, `update ${i} moved the send to another page`);
-    }
-  } finally {
-    await pin.query('ROLLBACK');
-    pin.release();
-  }
+  // What mail/send-record.ts writes per batch of results. Half a page holds two
+  // more versions of such a row; on full pages (without migration 0034) the
+  // first update already moves.
+  await updatesStayOnPage('campaign_sends', first, page, 2, (i) => q(
+    `UPDATE campaign_sends s SET updated_at = now(), send_progress = s.send_progress || jsonb_build_object('total_sent', $2::int)
+      WHERE id = $1`, [first, i * 25]));
   const { rows } = await q(`SELECT send_progress ->> 'total_sent' AS sent FROM campaign_sends WHERE id = $1`, [first]);
   assert.deepEqual(rows, [{ sent: '50' }]);
 });
@@ -78,20 +88,9 @@ test('a contact\'s send counters stay on its page after a bulk insert filled it'
       WHERE team_id = $1 ORDER BY ctid LIMIT 1`, [teamId]);
   // Rows well under a tenth of a page: the free tenth holds at least two new versions.
   assert.ok(first.bytes < 400, `row of ${first.bytes} bytes`);
-  const pageOfContact = async () => (await q(`SELECT (ctid::text::point)[0]::int AS page FROM contacts WHERE id = $1`, [first.id])).rows[0].page;
-  const pin = await t.database.pool.connect();
-  try {
-    await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-    await pin.query('SELECT count(*) FROM contacts');
-    for (let i = 1; i <= 2; i++) {
-      // What mail/send-record.ts writes per message sent (its own transaction each).
-      await q(`UPDATE contacts c SET sent_count = c.sent_count + 1, first_sent_at = coalesce(c.first_sent_at, now()), last_sent_at = now()
-                WHERE id = $1`, [first.id]);
-      assert.equal(await pageOfContact(), first.page, `send ${i} moved the contact to another page`);
-    }
-  } finally {
-    await pin.query('ROLLBACK');
-    pin.release();
-  }
+  // What mail/send-record.ts writes per message sent.
+  await updatesStayOnPage('contacts', first.id, first.page, 2, () => q(
+    `UPDATE contacts c SET sent_count = c.sent_count + 1, first_sent_at = coalesce(c.first_sent_at, now()), last_sent_at = now()
+      WHERE id = $1`, [first.id]));
   assert.deepEqual((await q('SELECT sent_count FROM contacts WHERE id = $1', [first.id])).rows, [{ sent_count: 2 }]);
 });

@@ -9,8 +9,8 @@ import { byJson } from '../lib/order.ts';
 import { createCampaign, createTemplate, drain, insertAccount, sendLog, setup, type Setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
 import { captured } from '../lib/statements.ts';
+import { indexesOf, planNodes } from '../lib/plans.ts';
 
-type PlanNode = { 'Relation Name'?: string; 'Actual Rows': number; 'Actual Loops': number; Plans?: PlanNode[] };
 
 describe('campaign decisions', () => {
   let t: TestApp;
@@ -171,28 +171,16 @@ describe('campaign decisions', () => {
     assert.ok(c.id);
   });
 
-  type ReadPlanNode = PlanNode & { 'Index Name'?: string; 'Rows Removed by Filter'?: number; 'Rows Removed by Index Recheck'?: number };
-
   /**
    * Rows of email_send_log that a captured statement reads (EXPLAIN ANALYZE of
    * its text and values: rows returned plus rows read and filtered out, per
    * loop), and the indexes it reads them through.
    */
   async function logRowsRead(statement: { text: string; values: readonly unknown[] }): Promise<{ read: number; indexes: string[] }> {
-    const { rows } = await t.database.pool.query<{ 'QUERY PLAN': [{ Plan: ReadPlanNode }] }>({
-      text: `EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, values: statement.values as unknown[],
-    });
-    let read = 0;
-    const indexes = new Set<string>();
-    const walk = (n: ReadPlanNode) => {
-      if (n['Relation Name'] === 'email_send_log') {
-        read += (n['Actual Rows'] + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Index Recheck'] ?? 0)) * n['Actual Loops'];
-        if (n['Index Name']) indexes.add(n['Index Name']);
-      }
-      (n.Plans as ReadPlanNode[] | undefined)?.forEach(walk);
-    };
-    walk(rows[0]!['QUERY PLAN'][0].Plan);
-    return { read, indexes: [...indexes] };
+    const nodes = await planNodes(t.database.pool, statement, { analyze: true });
+    const read = nodes.filter((n) => n['Relation Name'] === 'email_send_log')
+      .reduce((sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Index Recheck'] ?? 0)) * (n['Actual Loops'] ?? 1), 0);
+    return { read, indexes: indexesOf(nodes, 'email_send_log') };
   }
 
   const ACCOUNT_COUNT = /mail_account_usage[\s\S]*count\(\*\)[\s\S]*FROM email_send_log/;
