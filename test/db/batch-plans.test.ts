@@ -12,6 +12,7 @@ import { sql } from 'kysely';
 import { claimManyForSmtp } from '../../src/mail/daily-usage.ts';
 import { deleteMailAccount } from '../../src/mail/accounts-manage.ts';
 import { runRetention } from '../../src/ops/retention.ts';
+import { eventsWaiting } from '../../src/campaigns/engine.ts';
 import { recordResults, type SendResult } from '../../src/mail/send-record.ts';
 import { addMessageFacts } from '../../src/stats/deltas.ts';
 import { addSuppressions } from '../../src/contacts/suppressions.ts';
@@ -259,4 +260,40 @@ test('the events retention finds messages of an event through the log\'s event i
   assert.equal(sent.length, 1);
   assert.deepEqual(await seqScans(sent[0]!), []);
   assert.deepEqual(await logIndexes(sent[0]!), ['email_send_log_event_idx']);
+});
+
+// The decider's check for events still to decide (src/campaigns/engine.ts,
+// eventsWaiting) runs after each batch. Statistics taken while a burst of
+// events was undecided say that most events match; as EXISTS the check was
+// then planned as a sequential scan expected to stop at once, and read every
+// event of the table to find none. It must walk the partial index of undecided
+// events whatever the statistics say.
+test('the decider\'s check for waiting events walks the undecided index, even when the statistics say most events wait', async () => {
+  const { teamId: burst } = await makeTeam(t.database.db, 'Burst');
+  await sql`
+    INSERT INTO contacts (team_id, email) SELECT ${burst}::uuid, 'b' || i || '@example.com' FROM generate_series(1, 5000) AS i`.execute(t.database.db);
+  await sql`
+    INSERT INTO events (team_id, name, contact_id, payload, occurred_at)
+    SELECT c.team_id, 'contact.saved', c.id, '{}'::jsonb, now() FROM contacts c WHERE c.team_id = ${burst}::uuid`.execute(t.database.db);
+  // Analysed while the burst waits; then the decider catches up (no new statistics).
+  await sql`ANALYZE events`.execute(t.database.db);
+  await sql`UPDATE events SET decided_at = now() WHERE team_id = ${burst}::uuid`.execute(t.database.db);
+
+  let waiting: boolean | undefined;
+  const sent = await captured(/FROM events/, async () => {
+    waiting = await eventsWaiting(t.database.db, burst);
+  });
+  assert.equal(waiting, false);
+  assert.equal(sent.length, 1);
+  const nodes = await planNodes(t.database.pool, sent[0]!, { analyze: true });
+  const events = nodes.filter((n) => n['Relation Name'] === 'events');
+  assert.deepEqual(events.map((n) => n['Node Type']).filter((n) => n.includes('Seq Scan')), [], 'no sequential scan of events');
+  assert.deepEqual(indexesOf(nodes, 'events'), ['events_undecided_idx']);
+  // At most the dead index entries of the burst are visited, never the table: each removed by the heap check, none by a filter.
+  assert.equal(events.reduce((sum, n) => sum + (n['Rows Removed by Filter'] ?? 0), 0), 0);
+
+  // And it answers: one event waiting is found.
+  const { rows: c } = await sql<{ id: string }>`SELECT id FROM contacts WHERE team_id = ${burst}::uuid LIMIT 1`.execute(t.database.db);
+  await sql`INSERT INTO events (team_id, name, contact_id, payload) VALUES (${burst}::uuid, 'lead.created', ${c[0]!.id}::uuid, '{}'::jsonb)`.execute(t.database.db);
+  assert.equal(await eventsWaiting(t.database.db, burst), true);
 });
