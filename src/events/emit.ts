@@ -46,15 +46,27 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
     payload: e.payload,
     occurred_at: e.occurredAt instanceof Date ? e.occurredAt.toISOString() : (e.occurredAt ?? null),
   }));
-  const { rows: inserted } = await sql<{ id: string }>`
-    INSERT INTO events (team_id, name, contact_id, payload, occurred_at)
-    SELECT x.team_id, x.name, x.contact_id, x.payload, coalesce(x.occurred_at, now())
+  // An event that no handler has work for is recorded processed, without a
+  // job: not a campaign trigger with a contact (the decider), and no webhook of
+  // its team subscribed to it (the fan-out; the same name mapping and match as
+  // enqueueDeliveries in webhooks/deliveries.ts). A team without webhooks paid
+  // a process_events job (enqueue, fetch, two statements, completion) for each
+  // batch of e-mails sent and each open or click, to find nothing to do. A
+  // webhook created after this statement's snapshot does not get the event,
+  // as it does not get any event that happened before it.
+  const { rows: inserted } = await sql<{ id: string; pending: boolean }>`
+    INSERT INTO events (team_id, name, contact_id, payload, occurred_at, processed_at)
+    SELECT x.team_id, x.name, x.contact_id, x.payload, coalesce(x.occurred_at, now()),
+           CASE WHEN (x.contact_id IS NOT NULL AND x.name IN ('contact.saved', 'lead.created', 'sale.created'))
+                  OR EXISTS (SELECT 1 FROM webhooks w
+                              WHERE w.team_id = x.team_id
+                                AND CASE WHEN x.name LIKE 'email.%' OR x.name LIKE 'webhook.%' THEN x.name ELSE 'email.' || x.name END = ANY (w.events))
+                THEN NULL ELSE now() END
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
       AS x(team_id uuid, name text, contact_id uuid, payload jsonb, occurred_at timestamptz)
-    RETURNING id`.execute(tx);
-  const ids = inserted.map((r) => r.id);
-  await enqueueEventProcessing(tx, ids);
-  return ids;
+    RETURNING id, processed_at IS NULL AS pending`.execute(tx);
+  await enqueueEventProcessing(tx, inserted.filter((r) => r.pending).map((r) => r.id));
+  return inserted.map((r) => r.id);
 }
 
 /** The `process_events` jobs of committed-with-the-caller events, EVENTS_PER_JOB to a job. */
