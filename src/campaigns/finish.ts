@@ -2,7 +2,8 @@
 // to attempt. Checked after the writes that can end its last message have
 // committed (see completeFinishedSends), never by polling.
 import { sql, type Transaction } from 'kysely';
-import type { Db } from '../db/pool.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
+import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 
 type Tx = Transaction<Database>;
@@ -29,10 +30,16 @@ export async function completeFinishedSends(db: Db | Tx, sendIds: string[]): Pro
 
 /** completeFinishedSends for the sends the given messages belong to (after a send_email job), in one statement. */
 export async function completeSendsOfMessages(db: Db, messageIds: string[]): Promise<void> {
-  if (messageIds.length === 0) return;
-  await sql`
+  const ids = [...new Set(messageIds)];
+  if (ids.length === 0) return;
+  // Prepared, the messages a sized recordset (src/db/recordset.ts): it runs
+  // after every send job, and unnamed it was planned at each (about 270 µs, for
+  // a few µs of execution, in the latency run of `npm run bench -- campaigns`).
+  await sql`${sql.raw(PREPARED)}
     UPDATE campaign_sends s SET status = 'completed', updated_at = now()
-     WHERE s.id IN (SELECT campaign_send_id FROM email_send_log WHERE id = ANY (${messageIds}::uuid[]) AND campaign_send_id IS NOT NULL)
+     WHERE s.id IN (SELECT l.campaign_send_id FROM email_send_log l
+                     WHERE l.id IN (SELECT x.id FROM ${recordset(JSON.stringify(ids.map((id) => ({ id }))), ids.length, 'x (id uuid)')} AS x)
+                       AND l.campaign_send_id IS NOT NULL)
        AND ${FINISHED}`.execute(db);
 }
 

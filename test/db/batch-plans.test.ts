@@ -13,6 +13,7 @@ import { claimManyForSmtp } from '../../src/mail/daily-usage.ts';
 import { deleteMailAccount } from '../../src/mail/accounts-manage.ts';
 import { runRetention } from '../../src/ops/retention.ts';
 import { eventsWaiting } from '../../src/campaigns/engine.ts';
+import { completeSendsOfMessages } from '../../src/campaigns/finish.ts';
 import { recordResults, type SendResult } from '../../src/mail/send-record.ts';
 import { addMessageFacts } from '../../src/stats/deltas.ts';
 import { addSuppressions } from '../../src/contacts/suppressions.ts';
@@ -296,4 +297,31 @@ test('the decider\'s check for waiting events walks the undecided index, even wh
   const { rows: c } = await sql<{ id: string }>`SELECT id FROM contacts WHERE team_id = ${burst}::uuid LIMIT 1`.execute(t.database.db);
   await sql`INSERT INTO events (team_id, name, contact_id, payload) VALUES (${burst}::uuid, 'lead.created', ${c[0]!.id}::uuid, '{}'::jsonb)`.execute(t.database.db);
   assert.equal(await eventsWaiting(t.database.db, burst), true);
+});
+
+// After every send job: are the sends of its messages complete? Keyed by the
+// messages (prepared, a sized recordset): the log by its primary key, not by
+// reading every message of a campaign send.
+test('completing the sends of a job\'s messages reaches the log by its primary key', async () => {
+  const { rows: c } = await sql<{ id: string }>`
+    INSERT INTO campaigns (team_id, name, draft_data, trigger_events) VALUES (${teamId}::uuid, 'Broadcast', '{}', '{}') RETURNING id`.execute(t.database.db);
+  const { rows: s } = await sql<{ id: string }>`
+    INSERT INTO campaign_sends (team_id, campaign_id, campaign_type, status, send_data, list_built)
+    VALUES (${teamId}::uuid, ${c[0]!.id}::uuid, 'broadcast', 'sending', '{}'::jsonb, true) RETURNING id`.execute(t.database.db);
+  // A sent broadcast of 6,000 messages (every contact), analysed; the job's four messages are its last.
+  const { rows } = await sql<{ id: string }>`
+    INSERT INTO email_send_log (team_id, mail_account_id, contact_id, campaign_send_id, email, status)
+    SELECT c.team_id, ${accountId}::uuid, c.id, ${s[0]!.id}::uuid, c.email, 'sent' FROM contacts c WHERE c.team_id = ${teamId}::uuid
+    RETURNING id`.execute(t.database.db);
+  await sql`ANALYZE email_send_log`.execute(t.database.db);
+  const ids = rows.slice(-4).map((r) => r.id);
+  const sent = await captured(/UPDATE campaign_sends s SET status = 'completed'/, () => completeSendsOfMessages(t.database.db, ids));
+  assert.equal(sent.length, 1);
+  assert.ok(sent[0]!.text.startsWith('/* prepared */'), 'a prepared statement');
+  assert.deepEqual(await seqScans(sent[0]!), []);
+  const nodes = await planNodes(t.database.pool, sent[0]!, { analyze: true });
+  // The job's messages by primary key; the send's remaining messages by its index (the completion check).
+  assert.deepEqual(indexesOf(nodes, 'email_send_log').sort(), ['email_send_log_campaign_send_idx', 'email_send_log_pkey']);
+  const { rows: done } = await sql<{ status: string }>`SELECT status FROM campaign_sends WHERE id = ${s[0]!.id}::uuid`.execute(t.database.db);
+  assert.equal(done[0]!.status, 'completed', 'EXPLAIN ANALYZE ran it: the send is complete');
 });
