@@ -5,6 +5,7 @@
 import { sql, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
 import { addJobs } from '../lib/jobs.ts';
+import { PREPARED } from '../db/pool.ts';
 
 /** Business events (campaign-trigger names) and e-mail events (webhook names). */
 export type EventName =
@@ -54,7 +55,9 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
   // batch of e-mails sent and each open or click, to find nothing to do. A
   // webhook created after this statement's snapshot does not get the event,
   // as it does not get any event that happened before it.
-  const { rows: inserted } = await sql<{ id: string; pending: boolean }>`
+  // Prepared: unnamed, it was planned at every call (177 µs for a batch of
+  // results in `bench campaigns`' latency run), more than it took to run.
+  const { rows: inserted } = await sql<{ id: string; pending: boolean }>`${sql.raw(PREPARED)}
     INSERT INTO events (team_id, name, contact_id, payload, occurred_at, processed_at)
     SELECT x.team_id, x.name, x.contact_id, x.payload, coalesce(x.occurred_at, now()),
            CASE WHEN (x.contact_id IS NOT NULL AND x.name IN ('contact.saved', 'lead.created', 'sale.created'))

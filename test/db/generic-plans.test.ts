@@ -13,7 +13,9 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { createDb, createPool, type Db } from '../../src/db/pool.ts';
 import { processEventsTask } from '../../src/events/process.ts';
-import { loadEventCandidates } from '../../src/campaigns/engine.ts';
+import { campaignTriggerHandler, loadEventCandidates } from '../../src/campaigns/engine.ts';
+import { emit } from '../../src/events/emit.ts';
+import type { EventRow } from '../../src/events/process.ts';
 import { enqueueDeliveries } from '../../src/webhooks/deliveries.ts';
 import { createTestDatabase, makeTeam, type TestDatabase } from '../helpers.ts';
 
@@ -106,4 +108,44 @@ test('the decider\'s candidates for a batch of events run on a generic plan from
   assert.equal(counts.length, 1, JSON.stringify(counts));
   assert.equal(counts[0]!.generic_plans + counts[0]!.custom_plans, 12);
   assert.ok(counts[0]!.generic_plans >= 7, `${counts[0]!.generic_plans} generic, ${counts[0]!.custom_plans} custom`);
+});
+
+// The decider's batch of waiting events (campaigns/engine.ts) and the event
+// insert of emit() (events/emit.ts): prepared, each planned five times on a
+// connection and then run on its generic plan, which for the decider walks the
+// partial index of undecided events.
+test('the decider\'s waiting-events batch and emit()\'s insert run on generic plans from the sixth call', async () => {
+  const { teamId } = await makeTeam(database.db);
+  const { rows: contacts } = await sql<{ id: string }>`
+    INSERT INTO contacts (team_id, email) SELECT ${teamId}::uuid, 'w' || i || '@example.com' FROM generate_series(1, 12) AS i RETURNING id`.execute(database.db);
+  const handler = campaignTriggerHandler(one.db);
+  for (const c of contacts) {
+    const [id] = await one.db.transaction().execute((tx) => emit(tx, [{ teamId, name: 'contact.saved', contactId: c.id, payload: {} }]));
+    const { rows } = await sql<EventRow>`SELECT * FROM events WHERE id = ${id}::uuid`.execute(one.db);
+    await handler(rows);
+  }
+  const { rows: left } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE team_id = ${teamId}::uuid AND decided_at IS NULL`.execute(database.db);
+  assert.equal(left[0]!.n, 0, 'every event decided');
+  // The batch read runs twice per event here: it takes the event, then finds none left.
+  const batchRead = '/* prepared */%SELECT id FROM events%WHERE team_id = $1%FOR NO KEY UPDATE SKIP LOCKED';
+  for (const [pattern, calls] of [[batchRead, 24], ['/* prepared */%INSERT INTO events%', 12]] as const) {
+    const counts = await planCounts(pattern);
+    assert.equal(counts.length, 1, `${pattern}: ${JSON.stringify(counts)}`);
+    assert.equal(counts[0]!.generic_plans + counts[0]!.custom_plans, calls, pattern);
+    // Five custom plans, then the generic one for good.
+    assert.equal(counts[0]!.custom_plans, 5, `${pattern}: ${counts[0]!.generic_plans} generic, ${counts[0]!.custom_plans} custom`);
+  }
+  // The generic plan of the batch read is the partial index of undecided events.
+  const { rows: [ps] } = await sql<{ name: string }>`
+    SELECT name FROM pg_prepared_statements WHERE statement LIKE ${batchRead}`.execute(one.db);
+  const client = await one.pool.connect();
+  try {
+    await client.query(`SET plan_cache_mode = force_generic_plan`);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE "${ps!.name}" ('${teamId}')`);
+    const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+    assert.match(plan, /events_undecided_idx/, plan);
+  } finally {
+    await client.query('RESET plan_cache_mode');
+    client.release();
+  }
 });
