@@ -319,9 +319,10 @@ test('completing the sends of a job\'s messages reaches the log by its primary k
   assert.equal(sent.length, 1);
   assert.ok(sent[0]!.text.startsWith('/* prepared */'), 'a prepared statement');
   assert.deepEqual(await seqScans(sent[0]!), []);
-  const nodes = await planNodes(t.database.pool, sent[0]!, { analyze: true });
-  // The job's messages by primary key; the send's remaining messages by its index (the completion check).
-  assert.deepEqual(indexesOf(nodes, 'email_send_log').sort(), ['email_send_log_campaign_send_idx', 'email_send_log_pkey']);
+  // The call itself completed the send (no message of it is left to attempt).
   const { rows: done } = await sql<{ status: string }>`SELECT status FROM campaign_sends WHERE id = ${s[0]!.id}::uuid`.execute(t.database.db);
-  assert.equal(done[0]!.status, 'completed', 'EXPLAIN ANALYZE ran it: the send is complete');
+  assert.equal(done[0]!.status, 'completed');
+  // The job's messages by primary key; the send's remaining messages by its index (the completion check).
+  const nodes = await planNodes(t.database.pool, sent[0]!);
+  assert.deepEqual(indexesOf(nodes, 'email_send_log').sort(), ['email_send_log_campaign_send_idx', 'email_send_log_pkey']);
 });

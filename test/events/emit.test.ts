@@ -77,3 +77,18 @@ test('a team with webhooks: only the events one of them subscribes to get a job;
   await sql`UPDATE webhooks SET is_enabled = false WHERE team_id = ${teamId}::uuid`.execute(t.database.db);
   assert.deepEqual(await emitted([{ teamId, name: 'email.sent', contactId: c, payload: {} }]), [{ name: 'email.sent', processed: false, job: true }]);
 });
+
+test('webhook and account events keep their names in the match; a trigger name without a contact goes to its subscriber', async () => {
+  const box = webhookSecretBox(testConfig().appSecret);
+  const { teamId } = await makeTeam(t.database.db, 'Ops hooks');
+  await createWebhook(t.database.db, box, teamId, { url: 'https://hooks.example.com/c', events: ['webhook.disabled', 'email.sale.created'] });
+  assert.deepEqual(await emitted([
+    { teamId, name: 'webhook.disabled', payload: { webhook_id: '00000000-0000-0000-0000-000000000000' } },
+    { teamId, name: 'email.account.health', payload: {} },
+    { teamId, name: 'sale.created', contactId: null, payload: {} },
+  ]), [
+    { name: 'webhook.disabled', processed: false, job: true },
+    { name: 'email.account.health', processed: true, job: false },
+    { name: 'sale.created', processed: false, job: true },
+  ]);
+});
