@@ -150,7 +150,11 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
     // and by this condition (email_send_log_account_pending_idx, the same
     // expression): the day's sent mail and a broadcast's backlog are never
     // read, however much of them there is.
-    sql<{ mail_account_id: string; n: number }>`
+    // Prepared, and the two batch reads below too, their batches as sized
+    // recordsets: unnamed (or keyed by arrays) they were planned at every
+    // decision batch, 47 and 42 µs per event in `bench campaigns`' latency run
+    // against 14 and 9 executing.
+    sql<{ mail_account_id: string; n: number }>`${sql.raw(PREPARED)}
       SELECT a.id AS mail_account_id,
              coalesce((SELECT u.claimed FROM mail_account_usage u
                         WHERE u.mail_account_id = a.id AND u.day = (now() AT TIME ZONE 'UTC')::date), 0)
@@ -159,15 +163,15 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
                    WHERE l.mail_account_id = a.id AND l.status IN ('queued', 'deferred')
                      AND (l.event_id IS NOT NULL OR l.source = 'transactional') = true
                    LIMIT a.cap) s) AS n
-        FROM unnest(${accounts.rows.map((a) => a.id)}::uuid[], ${accounts.rows.map((a) => dailyCap(a, 'campaign'))}::int[]) AS a (id, cap)`.execute(trx),
+        FROM ${recordset(JSON.stringify(accounts.rows.map((a) => ({ id: a.id, cap: dailyCap(a, 'campaign') }))), accounts.rows.length, 'a (id uuid, cap int)')} AS a`.execute(trx),
     sql<{ id: string; team_id: string }>`
       SELECT id, team_id FROM templates WHERE id = ANY (${templateIds}::uuid[]) AND status = 'active'`.execute(trx),
     sql<ContactRow>`SELECT * FROM contacts WHERE id = ANY (${contactIds}::uuid[])`.execute(trx),
-    sql<{ campaign_id: string; contact_id: string; last_at: Date; today: number }>`
+    sql<{ campaign_id: string; contact_id: string; last_at: Date; today: number }>`${sql.raw(PREPARED)}
       SELECT d.campaign_id, d.contact_id, max(d.decided_at) AS last_at,
              count(*) FILTER (WHERE d.decided_at >= ${dayStart} AND d.decided_at < ${dayEnd}) AS today
         FROM campaign_decisions d
-        JOIN unnest(${pairs.map((p) => p.campaign_id)}::uuid[], ${pairs.map((p) => p.contact_id)}::uuid[]) AS p (campaign_id, contact_id)
+        JOIN ${recordset(JSON.stringify(pairs.map((p) => ({ campaign_id: p.campaign_id, contact_id: p.contact_id }))), pairs.length, 'p (campaign_id uuid, contact_id uuid)')} AS p
           ON d.campaign_id = p.campaign_id AND d.contact_id = p.contact_id
        WHERE d.decision = 'send'
        GROUP BY d.campaign_id, d.contact_id`.execute(trx),

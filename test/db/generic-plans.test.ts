@@ -17,7 +17,8 @@ import { campaignTriggerHandler, loadEventCandidates } from '../../src/campaigns
 import { emit } from '../../src/events/emit.ts';
 import type { EventRow } from '../../src/events/process.ts';
 import { enqueueDeliveries } from '../../src/webhooks/deliveries.ts';
-import { createTestDatabase, makeTeam, type TestDatabase } from '../helpers.ts';
+import { buildTestApp, createTestDatabase, makeTeam, type TestDatabase } from '../helpers.ts';
+import { createCampaign, setup } from '../engine/fixtures.ts';
 
 let database: TestDatabase;
 let one: { pool: ReturnType<typeof createPool>; db: Db };
@@ -147,5 +148,55 @@ test('the decider\'s waiting-events batch and emit()\'s insert run on generic pl
   } finally {
     await client.query('RESET plan_cache_mode');
     client.release();
+  }
+});
+
+// decide() (campaigns/engine.ts) reads, per batch, the day's count of each
+// account and the send history of each (campaign, contact) pair: prepared,
+// their batches sized recordsets, planned five times on a connection, then
+// generic plans that reach the message log and the decisions by their indexes.
+test('the decider\'s account count and send history run on generic plans that use their indexes', async () => {
+  const t = await buildTestApp({ database });
+  try {
+    const s = await setup(t, 2525);
+    const campaign = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    const { rows: contacts } = await sql<{ id: string }>`
+      INSERT INTO contacts (team_id, email) SELECT ${s.teamId}::uuid, 'h' || i || '@example.com' FROM generate_series(1, 12) AS i RETURNING id`.execute(database.db);
+    const handler = campaignTriggerHandler(one.db);
+    for (const c of contacts) {
+      const [id] = await one.db.transaction().execute((tx) => emit(tx, [{ teamId: s.teamId, name: 'contact.saved', contactId: c.id, payload: {} }]));
+      const { rows } = await sql<EventRow>`SELECT * FROM events WHERE id = ${id}::uuid`.execute(one.db);
+      await handler(rows);
+    }
+    const { rows: sends } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM campaign_decisions WHERE team_id = ${s.teamId}::uuid AND decision = 'send'`.execute(database.db);
+    assert.equal(sends[0]!.n, 12, 'one send decided per event');
+    const statements = { count: '/* prepared */%AS mail_account_id%', history: '/* prepared */%max(d.decided_at) AS last_at%' };
+    for (const [what, pattern] of Object.entries(statements)) {
+      const counts = await planCounts(pattern);
+      assert.equal(counts.length, 1, `${what}: ${JSON.stringify(counts)}`);
+      assert.equal(counts[0]!.generic_plans + counts[0]!.custom_plans, 12, what);
+      assert.equal(counts[0]!.custom_plans, 5, `${what}: ${counts[0]!.generic_plans} generic, ${counts[0]!.custom_plans} custom`);
+    }
+    // The one connection of `one`, where the statements are prepared.
+    const client = await one.pool.connect();
+    try {
+      await client.query('SET plan_cache_mode = force_generic_plan');
+      const generic = async (pattern: string, args: string) => {
+        const { rows: [ps] } = await client.query<{ name: string }>(`SELECT name FROM pg_prepared_statements WHERE statement LIKE $1`, [pattern]);
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE "${ps!.name}" (${args})`);
+        return rows.map((r) => r['QUERY PLAN']).join('\n');
+      };
+      const count = await generic(statements.count, `'[{"id": "${s.accountId}", "cap": 500}]'`);
+      assert.match(count, /email_send_log_account_pending_idx/, count);
+      assert.doesNotMatch(count, /Seq Scan on email_send_log/, count);
+      const history = await generic(statements.history, `now(), now(), '[{"campaign_id": "${campaign.id}", "contact_id": "${contacts[0]!.id}"}]'`);
+      assert.match(history, /campaign_decisions_sends_idx/, history);
+    } finally {
+      await client.query('RESET plan_cache_mode');
+      client.release();
+    }
+  } finally {
+    await t.app.close();
   }
 });
