@@ -3,9 +3,7 @@
 // waits and goes, all together, into the next one. Batches grow with the load
 // instead of queueing behind each other, and a quiet caller is not held back:
 // an item that arrives while nothing is in flight goes after `delayMs` (0: at
-// once, in the event loop's check phase (setImmediate), so items of the same
-// turn share a batch; not setTimeout(0), which Node holds for at least 1 ms:
-// that millisecond was part of every lone SMTP claim in src/mail/send.ts).
+// once, in the next macrotask, so items of the same tick share a batch).
 //
 // Each caller gets its own item's result (or the batch's error). The batch
 // function must return one result per item, in order.
@@ -26,8 +24,7 @@ type Waiter<I, R> = { item: I; resolve(r: R): void; reject(err: unknown): void }
 
 export class Batcher<I, R> {
   private waiting: Waiter<I, R>[] = [];
-  /** Cancels the pending flush of an idle batcher, if one is scheduled. */
-  private cancelFlush: (() => void) | null = null;
+  private timer: NodeJS.Timeout | null = null;
   private busy: Promise<void> | null = null;
   private readonly run: (items: I[]) => Promise<R[]>;
   private readonly max: number;
@@ -45,22 +42,13 @@ export class Batcher<I, R> {
       this.waiting.push({ item, resolve, reject });
       if (this.busy) return;
       if (this.waiting.length >= this.max) this.flush();
-      else this.cancelFlush ??= this.scheduleFlush();
+      else this.timer ??= setTimeout(() => this.flush(), this.delayMs);
     });
   }
 
-  private scheduleFlush(): () => void {
-    if (this.delayMs > 0) {
-      const timer = setTimeout(() => this.flush(), this.delayMs);
-      return () => clearTimeout(timer);
-    }
-    const immediate = setImmediate(() => this.flush());
-    return () => clearImmediate(immediate);
-  }
-
   private flush(): void {
-    this.cancelFlush?.();
-    this.cancelFlush = null;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
     if (this.busy || this.waiting.length === 0) return;
     const batch = this.waiting.splice(0, this.max);
     this.busy = (async () => {

@@ -110,27 +110,3 @@ test('close sends what waits and resolves when nothing is in flight', async () =
 test('max below 1 is refused', () => {
   assert.throws(() => new Batcher(async (x: number[]) => x, { max: 0 }), /max must be at least 1/);
 });
-
-// An idle batcher without a delay sends in the same turn of the event loop
-// (its check phase), not after a timer: Node holds setTimeout(0) for at least
-// 1 ms, which every lone claim of src/mail/send.ts paid.
-test('with no delay, a lone item goes in the same turn of the event loop, ahead of a timer set before it', async () => {
-  const order: string[] = [];
-  const b = new Batcher<number, number>(async (items) => {
-    order.push('batch');
-    return items;
-  }, { max: 10 });
-  // From an I/O callback the event loop's next phases are check (setImmediate), then timers.
-  const { readFile } = await import('node:fs');
-  const done = new Promise<void>((resolve) => {
-    readFile(import.meta.filename, () => {
-      setTimeout(() => {
-        order.push('timer');
-        resolve();
-      }, 0);
-      void b.add(1);
-    });
-  });
-  await done;
-  assert.deepEqual(order, ['batch', 'timer']);
-});
