@@ -4,6 +4,10 @@
 // instead of queueing behind each other, and a quiet caller is not held back:
 // an item that arrives while nothing is in flight goes after `delayMs` (0: at
 // once, in the next macrotask, so items of the same tick share a batch).
+// That macrotask is setTimeout(0), which Node holds for at least 1 ms, and the
+// SMTP claims (src/mail/send.ts) rely on that millisecond as their group-commit
+// window: flushed by setImmediate instead, `bench campaigns` made 0.50 claim
+// statements per e-mail instead of 0.30, with more CPU and no latency gained.
 //
 // Each caller gets its own item's result (or the batch's error). The batch
 // function must return one result per item, in order.
