@@ -53,8 +53,10 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
   // enqueueDeliveries in webhooks/deliveries.ts). A team without webhooks paid
   // a process_events job (enqueue, fetch, two statements, completion) for each
   // batch of e-mails sent and each open or click, to find nothing to do. A
-  // webhook created after this statement's snapshot does not get the event,
-  // as it does not get any event that happened before it.
+  // webhook whose creation commits after this statement's snapshot does not
+  // get such an event; events recorded before a webhook existed may or may not
+  // reach it (one with a job is fanned out when its job runs), as before
+  // (docs/decisions.md, "Events nobody handles get no job").
   // Prepared: unnamed, it was planned at every call (177 µs for a batch of
   // results in `bench campaigns`' latency run), more than it took to run.
   const { rows: inserted } = await sql<{ id: string; pending: boolean }>`${sql.raw(PREPARED)}
