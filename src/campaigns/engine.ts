@@ -259,7 +259,10 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
   const sends = pending.filter((p) => p.decision === 'send');
   const logIds = new Map<string, string>();
   if (sends.length > 0) {
-    const { rows } = await sql<{ id: string; event_id: string; campaign_id: string }>`
+    // Prepared, as the decisions' insert below: planning each cost more than
+    // half its execution per batch in `bench campaigns`' latency run (24 and 21
+    // µs per event); a generic plan is the custom one for an INSERT … SELECT.
+    const { rows } = await sql<{ id: string; event_id: string; campaign_id: string }>`${sql.raw(PREPARED)}
       INSERT INTO email_send_log (team_id, campaign_id, campaign_send_id, contact_id, event_id, template_id,
                                   mail_account_id, email, status, open_tracking, click_tracking, queued_at, created_at, updated_at)
       SELECT x.team_id, x.campaign_id, x.campaign_send_id, x.contact_id, x.event_id, x.template_id,
@@ -277,7 +280,7 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
     await addJobs(trx, 'send_email', jobs);
   }
   const decisionRows = pending.map((p) => ({ ...p, email_send_log_id: logIds.get(`${p.event_id}:${p.campaign_id}`) ?? null }));
-  const { rows: ids } = await sql<{ id: string; event_id: string; campaign_id: string }>`
+  const { rows: ids } = await sql<{ id: string; event_id: string; campaign_id: string }>`${sql.raw(PREPARED)}
     INSERT INTO campaign_decisions (team_id, event_id, campaign_id, campaign_send_id, contact_id, decision, reason, email_send_log_id, decided_at)
     SELECT x.team_id, x.event_id, x.campaign_id, x.campaign_send_id, x.contact_id, x.decision, x.reason, x.email_send_log_id, ${now}
       FROM jsonb_to_recordset(${JSON.stringify(decisionRows)}::jsonb) AS x (

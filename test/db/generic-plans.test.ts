@@ -155,7 +155,7 @@ test('the decider\'s waiting-events batch and emit()\'s insert run on generic pl
 // account and the send history of each (campaign, contact) pair: prepared,
 // their batches sized recordsets, planned five times on a connection, then
 // generic plans that reach the message log and the decisions by their indexes.
-test('the decider\'s account count and send history run on generic plans that use their indexes', async () => {
+test('the decider\'s account count, send history and inserts run on generic plans (the reads through their indexes)', async () => {
   const t = await buildTestApp({ database });
   try {
     const s = await setup(t, 2525);
@@ -172,7 +172,11 @@ test('the decider\'s account count and send history run on generic plans that us
       SELECT count(*)::int AS n FROM campaign_decisions WHERE team_id = ${s.teamId}::uuid AND decision = 'send'`.execute(database.db);
     assert.equal(sends[0]!.n, 12, 'one send decided per event');
     const statements = { count: '/* prepared */%AS mail_account_id%', history: '/* prepared */%max(d.decided_at) AS last_at%' };
-    for (const [what, pattern] of Object.entries(statements)) {
+    const inserts = {
+      messages: '/* prepared */%INSERT INTO email_send_log (team_id, campaign_id, campaign_send_id, contact_id, event_id%',
+      decisions: '/* prepared */%INSERT INTO campaign_decisions%',
+    };
+    for (const [what, pattern] of Object.entries({ ...statements, ...inserts })) {
       const counts = await planCounts(pattern);
       assert.equal(counts.length, 1, `${what}: ${JSON.stringify(counts)}`);
       assert.equal(counts[0]!.generic_plans + counts[0]!.custom_plans, 12, what);
