@@ -426,10 +426,11 @@ async function decideWaiting(
       // is in a partial index's predicate), so one update rather than two.
       const taken = opts.processTaken ? batch.filter((id) => !own.has(id)) : [];
       if (taken.length > 0) await opts.processTaken!(trx, taken);
-      await sql`
+      // Prepared, the batch a sized recordset (planned at every batch before: 17 µs per event in the latency run).
+      await sql`${sql.raw(PREPARED)}
         UPDATE events SET decided_at = now(),
                processed_at = CASE WHEN id = ANY (${taken}::uuid[]) THEN coalesce(processed_at, now()) ELSE processed_at END
-         WHERE id = ANY (${batch}::uuid[])`.execute(trx);
+         WHERE id IN (SELECT x.id FROM ${recordset(JSON.stringify(batch.map((id) => ({ id }))), batch.length, 'x (id uuid)')} AS x)`.execute(trx);
       return 'decided' as const;
     });
     if (outcome === 'busy') return;

@@ -175,11 +175,13 @@ test('the decider\'s account count, send history and inserts run on generic plan
     const inserts = {
       messages: '/* prepared */%INSERT INTO email_send_log (team_id, campaign_id, campaign_send_id, contact_id, event_id%',
       decisions: '/* prepared */%INSERT INTO campaign_decisions%',
+      decided: '/* prepared */%UPDATE events SET decided_at = now()%',
     };
     for (const [what, pattern] of Object.entries({ ...statements, ...inserts })) {
       const counts = await planCounts(pattern);
       assert.equal(counts.length, 1, `${what}: ${JSON.stringify(counts)}`);
-      assert.equal(counts[0]!.generic_plans + counts[0]!.custom_plans, 12, what);
+      // At least the twelve decisions here (the decided mark also runs for other tests' events on this connection).
+      assert.ok(counts[0]!.generic_plans + counts[0]!.custom_plans >= 12, what);
       assert.equal(counts[0]!.custom_plans, 5, `${what}: ${counts[0]!.generic_plans} generic, ${counts[0]!.custom_plans} custom`);
     }
     // The one connection of `one`, where the statements are prepared.
