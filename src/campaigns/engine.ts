@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
 import { PREPARED, type Db } from '../db/pool.ts';
-import { recordset } from '../db/recordset.ts';
+import { idsRecordset, recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import type { SkipReason } from '../db/schema-engine.ts';
 import type { EventRow } from '../events/process.ts';
@@ -76,7 +76,7 @@ export async function loadEventCandidates(trx: Tx | Db, eventIds: string[]): Pro
   const { rows } = await sql<Candidate>`${sql.raw(PREPARED)}
     SELECT e.id AS event_id, e.team_id, e.contact_id, c.id AS campaign_id,
            s.id AS campaign_send_id, s.status AS send_status, s.send_data
-      FROM ${recordset(JSON.stringify(ids.map((id) => ({ id }))), ids.length, 'x (id uuid)')} AS x
+      FROM ${idsRecordset(ids)} AS x
       JOIN events e ON e.id = x.id
       JOIN campaigns c ON c.team_id = e.team_id AND e.name = ANY (c.trigger_events) AND c.deleted_at IS NULL
      CROSS JOIN LATERAL (
@@ -430,7 +430,7 @@ async function decideWaiting(
       await sql`${sql.raw(PREPARED)}
         UPDATE events SET decided_at = now(),
                processed_at = CASE WHEN id = ANY (${taken}::uuid[]) THEN coalesce(processed_at, now()) ELSE processed_at END
-         WHERE id IN (SELECT x.id FROM ${recordset(JSON.stringify(batch.map((id) => ({ id }))), batch.length, 'x (id uuid)')} AS x)`.execute(trx);
+         WHERE id IN (SELECT x.id FROM ${idsRecordset(batch)} AS x)`.execute(trx);
       return 'decided' as const;
     });
     if (outcome === 'busy') return;

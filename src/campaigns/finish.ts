@@ -3,7 +3,7 @@
 // committed (see completeFinishedSends), never by polling.
 import { sql, type Transaction } from 'kysely';
 import { PREPARED, type Db } from '../db/pool.ts';
-import { recordset } from '../db/recordset.ts';
+import { idsRecordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 
 type Tx = Transaction<Database>;
@@ -38,7 +38,7 @@ export async function completeSendsOfMessages(db: Db, messageIds: string[]): Pro
   await sql`${sql.raw(PREPARED)}
     UPDATE campaign_sends s SET status = 'completed', updated_at = now()
      WHERE s.id IN (SELECT l.campaign_send_id FROM email_send_log l
-                     WHERE l.id IN (SELECT x.id FROM ${recordset(JSON.stringify(ids.map((id) => ({ id }))), ids.length, 'x (id uuid)')} AS x)
+                     WHERE l.id IN (SELECT x.id FROM ${idsRecordset(ids)} AS x)
                        AND l.campaign_send_id IS NOT NULL)
        AND ${FINISHED}`.execute(db);
 }

@@ -39,3 +39,8 @@ export function recordset(json: string, n: number, definition: string): RawBuild
   if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`recordset: a row count, got ${n}`);
   return sql`(SELECT * FROM jsonb_to_recordset(${json}::jsonb) AS ${sql.raw(definition)} LIMIT ${sql.lit(sizeClass(n))})`;
 }
+
+/** A list of ids as `recordset()` rows `x (id uuid)`: use as `FROM ${idsRecordset(ids)} AS x`. */
+export function idsRecordset(ids: readonly string[]): RawBuilder<unknown> {
+  return recordset(JSON.stringify(ids.map((id) => ({ id }))), ids.length, 'x (id uuid)');
+}
