@@ -2,7 +2,7 @@
 // processing in the caller's transaction, so a rolled-back change emits nothing and a
 // committed one is never lost (the job commits with it). Handlers (webhook
 // fan-out, campaign triggers) run in the `process_events` task.
-import { sql, type Transaction } from 'kysely';
+import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
 import { addJobs } from '../lib/jobs.ts';
 import { PREPARED } from '../db/pool.ts';
@@ -35,6 +35,19 @@ export type NewEvent = {
   occurredAt?: Date | string;
 };
 
+/**
+ * The name webhooks subscribe to for an event named by `column` (SQL): e-mail
+ * and webhook events keep theirs, the others (contact, lead and sale events)
+ * get `email.` in front. One spelling for the fan-out (webhooks/deliveries.ts)
+ * and for emit()'s check that a webhook wants the event. `column` is written in
+ * code, never input.
+ */
+export function webhookEventName(column: string): RawBuilder<unknown> {
+  if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(column)) throw new Error(`webhookEventName: not a column name: ${column}`);
+  const c = sql.raw(column);
+  return sql`CASE WHEN ${c} LIKE 'email.%' OR ${c} LIKE 'webhook.%' THEN ${c} ELSE 'email.' || ${c} END`;
+}
+
 // One job per this many events: a 1,000-contact bulk upsert is 2 jobs, not 1,000.
 const EVENTS_PER_JOB = 500;
 
@@ -49,8 +62,8 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
   }));
   // An event that no handler has work for is recorded processed, without a
   // job: not a campaign trigger with a contact (the decider), and no webhook of
-  // its team subscribed to it (the fan-out; the same name mapping and match as
-  // enqueueDeliveries in webhooks/deliveries.ts). A team without webhooks paid
+  // its team subscribed to it (the fan-out; the same name mapping,
+  // webhookEventName, and match as enqueueDeliveries in webhooks/deliveries.ts). A team without webhooks paid
   // a process_events job (enqueue, fetch, two statements, completion) for each
   // batch of e-mails sent and each open or click, to find nothing to do. A
   // webhook whose creation commits after this statement's snapshot does not
@@ -65,7 +78,7 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
            CASE WHEN (x.contact_id IS NOT NULL AND x.name IN ('contact.saved', 'lead.created', 'sale.created'))
                   OR EXISTS (SELECT 1 FROM webhooks w
                               WHERE w.team_id = x.team_id
-                                AND CASE WHEN x.name LIKE 'email.%' OR x.name LIKE 'webhook.%' THEN x.name ELSE 'email.' || x.name END = ANY (w.events))
+                                AND ${webhookEventName('x.name')} = ANY (w.events))
                 THEN NULL ELSE now() END
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
       AS x(team_id uuid, name text, contact_id uuid, payload jsonb, occurred_at timestamptz)

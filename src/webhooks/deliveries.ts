@@ -6,6 +6,7 @@ import { PREPARED, type Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { AttemptLogEntry, WebhookDeliveriesTable } from '../db/schema-webhooks.ts';
 import type { EventRow } from '../events/process.ts';
+import { webhookEventName } from '../events/emit.ts';
 import { paginate } from '../lib/paginate.ts';
 import { bucketOf } from '../stats/deltas.ts';
 import { latencyBinOf } from './stats.ts';
@@ -92,7 +93,7 @@ export async function enqueueDeliveries(db: Db | Transaction<Database>, events: 
   const { rows } = await sql<{ n: number; parked_hooks: string[] | null }>`${sql.raw(PREPARED)}
     WITH ev AS (
       SELECT e.id AS event_id, e.team_id, e.contact_id,
-             CASE WHEN e.name LIKE 'email.%' OR e.name LIKE 'webhook.%' THEN e.name ELSE 'email.' || e.name END AS hook_event,
+             ${webhookEventName('e.name')} AS hook_event,
              CASE WHEN e.name = 'webhook.disabled' THEN (e.payload ->> 'webhook_id')::uuid END AS about_webhook
       FROM events e
       WHERE ${idIn('e.id', ids)}
