@@ -48,8 +48,8 @@ export async function rowsOf(t: TestApp, teamId: string) {
 
 /** send_email jobs waiting for these rows (graphile-worker's table). */
 export async function sendJobsFor(t: TestApp, ids: string[]) {
-  const { rows } = await sql<{ payload: any; run_at: Date; priority: number }>`
-    SELECT payload, run_at, priority FROM graphile_worker._private_jobs j
+  const { rows } = await sql<{ payload: any; run_at: Date; priority: number; key: string | null }>`
+    SELECT payload, run_at, priority, key FROM graphile_worker._private_jobs j
       JOIN graphile_worker._private_tasks k ON k.id = j.task_id
      WHERE k.identifier = 'send_email'`.execute(t.database.db);
   const wanted = new Set(ids);

@@ -68,12 +68,20 @@ export async function setup(t: TestApp, port: number, template: Record<string, u
   return { teamId, key, a, accountId, templateId };
 }
 
-const quiet = new Logger(() => () => {});
+/**
+ * Job failures of the last `drain()` (graphile-worker logs them at level
+ * error), so a test that finds a job not done can say why in its message.
+ */
+export const drainFailures: string[] = [];
+const quiet = new Logger(() => (level, message) => {
+  if (level === 'error') drainFailures.push(message);
+});
 
 /** Runs the worker until no job is due (jobs a job adds with no delay included). */
 export async function drain(t: TestApp, opts: { config?: Partial<Config>; now?: Clock; mailDns?: MailDnsResolver } = {}): Promise<void> {
   const config = testConfig({ sendRetryDelays: [0, 0], ...opts.config });
   const taskList = buildTaskList({ db: t.database.db, config, now: opts.now, mailDns: opts.mailDns });
+  drainFailures.length = 0;
   for (let i = 0; i < 20; i++) {
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM graphile_worker._private_jobs
