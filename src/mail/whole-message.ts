@@ -18,8 +18,18 @@ import { finished, Transform, type Readable } from 'node:stream';
 import type { Transporter } from 'nodemailer';
 import type { PluginMail } from './dkim-sign.ts';
 
-/** A stream that gives out its whole input as one chunk at the end. */
-export function wholeMessage(input: Readable): Readable {
+/**
+ * The message option that holds the message back: its bytes are written once
+ * the promise resolves; if it rejects, not one is written and the send fails
+ * with that error (nodemailer's `ESTREAM`; the pool closes that connection, so
+ * a relay in the middle of DATA drops the partial message). The send task
+ * gives it the message's claim, so the SMTP envelope goes out while the claim
+ * commits (send.ts).
+ */
+export const HOLD_OPTION = 'ploverHold';
+
+/** A stream that gives out its whole input as one chunk at the end (once `hold` has resolved, when given). */
+export function wholeMessage(input: Readable, hold?: Promise<unknown>): Readable {
   const chunks: Buffer[] = [];
   const out = new Transform({
     transform(chunk: Buffer, _encoding, done) {
@@ -27,8 +37,15 @@ export function wholeMessage(input: Readable): Readable {
       done();
     },
     flush(done) {
-      done(null, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
-      chunks.length = 0;
+      const give = () => {
+        done(null, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+        chunks.length = 0;
+      };
+      if (!hold) return give();
+      hold.then(give, (err: unknown) => {
+        chunks.length = 0;
+        done(err instanceof Error ? err : new Error(String(err)));
+      });
     },
   });
   // nodemailer's contract for process functions: they read their input and
@@ -46,7 +63,8 @@ export function wholeMessage(input: Readable): Readable {
  */
 export function installWholeMessage(transport: Transporter): void {
   transport.use('stream', (mail, callback) => {
-    (mail as unknown as PluginMail).message.processFunc(wholeMessage);
+    const hold = (mail as unknown as PluginMail).data[HOLD_OPTION] as Promise<unknown> | undefined;
+    (mail as unknown as PluginMail).message.processFunc((input) => wholeMessage(input, hold));
     callback();
   });
 }

@@ -5,12 +5,14 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 
-export type Received = { from: string; to: string[]; raw: string; user: string | undefined };
+export type Received = { from: string; to: string[]; raw: string; user: string | undefined; /** Date.now() at its end of data */ at: number };
 
 export type CaptureSink = {
   port: number;
   messages: Received[];
   rcptAttempts: string[];
+  /** Each RCPT TO with its Date.now(). */
+  rcptLog: { address: string; at: number }[];
   /** Resolves when `n` messages have arrived. */
   waitFor(n: number, timeoutMs?: number): Promise<Received[]>;
   close(): Promise<void>;
@@ -19,6 +21,7 @@ export type CaptureSink = {
 export async function startCaptureSink(): Promise<CaptureSink> {
   const messages: Received[] = [];
   const rcptAttempts: string[] = [];
+  const rcptLog: { address: string; at: number }[] = [];
   const waiters: (() => void)[] = [];
   const server = new SMTPServer({
     secure: false,
@@ -32,6 +35,7 @@ export async function startCaptureSink(): Promise<CaptureSink> {
     },
     onRcptTo(address, _session, callback) {
       rcptAttempts.push(address.address);
+      rcptLog.push({ address: address.address, at: Date.now() });
       if (address.address.startsWith('hard')) return callback(Object.assign(new Error('5.1.1 No such user'), { responseCode: 550 }));
       if (address.address.startsWith('soft')) return callback(Object.assign(new Error('4.2.2 Mailbox full, try later'), { responseCode: 451 }));
       callback();
@@ -45,6 +49,7 @@ export async function startCaptureSink(): Promise<CaptureSink> {
           to: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks).toString('utf8'),
           user: session.user as string | undefined,
+          at: Date.now(),
         });
         waiters.splice(0).forEach((w) => w());
         callback();
@@ -60,6 +65,7 @@ export async function startCaptureSink(): Promise<CaptureSink> {
     port,
     messages,
     rcptAttempts,
+    rcptLog,
     async waitFor(n, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;
       while (messages.length < n) {

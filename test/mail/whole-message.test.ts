@@ -11,7 +11,7 @@ import { simpleParser } from 'mailparser';
 import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
 import { DKIM_OPTION, installDkimSigner } from '../../src/mail/dkim-sign.ts';
-import { installWholeMessage, wholeMessage } from '../../src/mail/whole-message.ts';
+import { HOLD_OPTION, installWholeMessage, wholeMessage } from '../../src/mail/whole-message.ts';
 import { watchSocketWrites } from '../lib/socket-writes.ts';
 
 const HTML = `<html><body><h1>Hello Ann</h1>${'<p>Some text with a <a href="https://example.com/t/abc">link</a>, and more.</p>\n'.repeat(40)}</body></html>`;
@@ -69,6 +69,47 @@ describe('one write per message', () => {
     abandoned.destroy();
     await new Promise((resolve) => endless.once('close', resolve));
     assert.ok(endless.destroyed, 'input destroyed with its output');
+  });
+
+  test('a held message: not a byte before its hold resolves; when it rejects, none at all and the send fails', async () => {
+    const parts = ['Subject: x\r\n', '\r\n', 'body\r\n'].map((p) => Buffer.from(p));
+    let open!: () => void;
+    const held = wholeMessage(Readable.from(parts), new Promise<void>((resolve) => (open = resolve)));
+    const out: Buffer[] = [];
+    held.on('data', (c: Buffer) => out.push(c));
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(out.length, 0, 'held: nothing yet, though its input has ended');
+    open();
+    await new Promise((resolve) => held.once('end', resolve));
+    assert.deepEqual(Buffer.concat(out), Buffer.concat(parts));
+
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true, pool: true, maxConnections: 1 });
+    installWholeMessage(transport);
+    try {
+      const count = received.length;
+      const mail = { from: 'sender@example.com', to: 'ann@example.org', subject: 'Held', text: 'held body' };
+      let release!: () => void;
+      const sending = transport.sendMail({ ...mail, [HOLD_OPTION]: new Promise<void>((resolve) => (release = resolve)) } as typeof mail);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(received.length, count, 'nothing arrives while the hold is pending');
+      release();
+      await sending;
+      assert.equal(received.length, count + 1);
+      assert.match(received.at(-1)!.toString(), /held body/);
+
+      // Rejected after the envelope went out: the send fails, the server gets no message, the transport goes on.
+      let refuse!: (err: Error) => void;
+      const refused = transport.sendMail({ ...mail, text: 'never sent', [HOLD_OPTION]: new Promise<void>((_, reject) => (refuse = reject)) } as typeof mail);
+      await new Promise((r) => setTimeout(r, 300));
+      refuse(new Error('not claimed'));
+      await assert.rejects(refused, /not claimed/);
+      await transport.sendMail({ ...mail, text: 'after the refusal' });
+      assert.equal(received.length, count + 2);
+      assert.match(received.at(-1)!.toString(), /after the refusal/);
+      assert.ok(!received.some((r) => r.toString().includes('never sent')), 'the refused message never arrived');
+    } finally {
+      transport.close();
+    }
   });
 
   /** Sends one message; returns the client's socket writes while it was sent, and what the server got. */
