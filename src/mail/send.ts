@@ -3,9 +3,9 @@
 // each.
 //
 // Each row is claimed by status (`queued`/`deferred` → `sending`, committed
-// before any byte goes to the SMTP server, and only when a pooled connection is
-// free for it), so a duplicate job, a retried job or a second worker finds
-// nothing to claim. A worker that dies between the
+// before any byte of the message goes to the SMTP server, and only when a
+// pooled connection is free for it), so a duplicate job, a retried job or a
+// second worker finds nothing to claim. A worker that dies between the
 // claim and the result leaves the rows in `sending`: we cannot know whether the
 // server accepted a message, and sending twice is worse than once missing, so
 // after SEND_LEASE_SECONDS such a row becomes `failed` and is never resent.
@@ -162,8 +162,10 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
   };
 
   /**
-   * One row: rendered, then claimed (`queued`/`deferred` → `sending`, its own
-   * statement) only when an SMTP connection of its account is free, then sent.
+   * One row: rendered, then claimed (`queued`/`deferred` →
+   * `sending`, group-committed) only when an SMTP connection of its account is
+   * free, then sent (with a slot of today, the envelope goes out while the claim
+   * commits; the message's bytes wait for it).
    * Claiming the whole batch up front left up to a batch of messages in
    * `sending` that were still queued in the pool when a worker was killed, and
    * those are failed, never sent (test/faults/worker.test.ts); claimed one at a
@@ -171,7 +173,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
    */
   async function sendOne(
     row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
-    nextMinute: SendRow[],
+    nextMinute: SendRow[], job: { hold: boolean },
   ): Promise<'claimed' | 'unclaimed'> {
     // A paused broadcast holds its messages back, `queued`: start enqueues them again.
     if (loaded === 'paused') return 'unclaimed';
@@ -226,16 +228,27 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       };
       let claimed: { attempts: number } | undefined;
       let outcome: Outcome;
-      if (slotDay) {
+      if (slotDay === utcDay() && job.hold) {
         // With a slot of today the claim fails only if the message was taken or
-        // cancelled meanwhile: its SMTP envelope (MAIL FROM, RCPT TO, DATA) goes
-        // out while the claim commits, and not a byte of the message before it
-        // has (HOLD_OPTION). Unclaimed, the connection is dropped mid-DATA and the
-        // relay discards the transaction. The claim used to wait alone, a third of
-        // the time each connection was held (bench campaigns).
-        const hold = claiming.then((c) => {
-          if (!c) throw new Error('the message was not claimed');
-        });
+        // cancelled meanwhile (or the statement failed): its SMTP envelope (MAIL
+        // FROM, RCPT TO, DATA) goes out while the claim commits, and not a byte
+        // of the message before it has (HOLD_OPTION). Unclaimed, the connection
+        // is dropped mid-DATA and the relay discards the transaction; the job's
+        // next messages claim first (a cancelled broadcast would otherwise drop a
+        // connection per message). The claim used to wait alone, a third of the
+        // time each connection was held (bench campaigns).
+        const hold = claiming.then(
+          (c) => {
+            if (!c) {
+              job.hold = false;
+              throw new Error('the message was not claimed');
+            }
+          },
+          // A fresh error: nodemailer rewrites the one it is given (code ESTREAM), and the claim's own goes to the job.
+          (err: unknown) => {
+            throw new Error('the claim failed', { cause: err });
+          },
+        );
         hold.catch(() => {});
         const sending = smtp(hold);
         try {
@@ -245,9 +258,9 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
           outcome = await sending;
         }
       } else {
-        // No slot: the claim counts itself against the cap and fails for every
-        // message left once the account is at its limit, so it goes first and no
-        // connection is opened only to be dropped.
+        // No slot of today: the claim counts itself against the cap and fails
+        // for every message left once the account is at its limit, so it goes
+        // first and no connection is opened only to be dropped.
         claimed = await claiming;
         outcome = claimed ? await smtp() : { kind: 'failed', response: '' };
       }
@@ -302,7 +315,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
       try {
         await allowance.reserve(db);
-        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute)));
+        const job = { hold: true };
+        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute, job)));
       } finally {
         await allowance.release(db);
       }
@@ -341,6 +355,9 @@ function withInboundAddresses(message: RenderedMessage, account: Account, row: S
 }
 /** The opened private keys of a batch's active DKIM keys, and where signing errors go. */
 type Signing = { keys: Map<string, string>; onErrors: (errors: unknown[]) => void };
+
+/** Today's UTC date, as a reserved slot's day is written (`YYYY-MM-DD`). */
+const utcDay = () => new Date().toISOString().slice(0, 10);
 
 // Per account and process, as many messages in flight as the pool has
 // connections: a row is claimed only when one is free.

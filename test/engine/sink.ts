@@ -30,6 +30,8 @@ export async function startCaptureSink(): Promise<CaptureSink> {
     authOptional: true,
     logger: false,
     closeTimeout: 100,
+    // No reverse lookup of 127.0.0.1 before the greeting (up to 1.5 s where /etc/hosts lacks it).
+    disableReverseLookup: true,
     onAuth(auth, _session, callback) {
       callback(null, { user: auth.username });
     },
