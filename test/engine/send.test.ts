@@ -5,7 +5,7 @@ import { closeTransports } from '../../src/mail/send.ts';
 import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { watchSocketWrites } from '../lib/socket-writes.ts';
-import { contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
+import { contactByEmail, createCampaign, drain, drainFailures, eventsNamed, sendLog, setup } from './fixtures.ts';
 import { decodeHeader, parseMessage, startCaptureSink, type CaptureSink } from './sink.ts';
 
 describe('sending: upsert → decision → SMTP → result', () => {
@@ -241,6 +241,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
     await s.a.post('/email/contacts/upsert', { email: 'soft2@example.com' });
     await drain(t, { config: { sendRetryDelays: [3600] } });
+    const failures = [...drainFailures];
     const [log] = await sendLog(t, s.teamId);
     assert.equal(log.status, 'deferred');
     assert.equal(log.attempts, 1);
@@ -249,7 +250,7 @@ describe('sending: upsert → decision → SMTP → result', () => {
       `SELECT extract(epoch FROM j.run_at - l.updated_at)::float8 AS wait
          FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id, email_send_log l
         WHERE k.identifier = 'send_email' AND l.id = $1 AND (j.payload::jsonb)->'email_send_log_ids' @> to_jsonb(ARRAY[l.id::text])`, [log.id]);
-    assert.equal(rows.length, 1);
+    assert.equal(rows.length, 1, `one send job for the message; job failures while draining: ${failures.join(' | ') || 'none'}`);
     assert.ok(rows[0]!.wait >= 3600 * 0.8 - 1 && rows[0]!.wait <= 3600 * 1.2 + 1, `retry due ${rows[0]!.wait} s after the deferral`);
   });
 
