@@ -220,6 +220,8 @@ export interface EmailSendLogTable {
   to_name: string | null;
   render: Json<Record<string, unknown>> | null;
   claimed_at: NullableTs;
+  /** A deferred message's retry is due then (0036); null: due. */
+  retry_at: NullableTs;
   attempts: Generated<number>;
   open_tracking: Generated<boolean>;
   click_tracking: Generated<boolean>;

@@ -116,10 +116,14 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
   const { rows } = await sql<{ at: Date }>`SELECT now() AS at`.execute(tx);
   const at = rows[0].at;
   const retries = config.sendRetryDelays;
-  const items = results.map((r) => ({
-    ...r,
-    kind: (r.outcome.kind === 'temporary' && r.row.attempts > retries.length ? 'soft' : r.outcome.kind) as Kind,
-  }));
+  const items = results.map((r) => {
+    const kind = (r.outcome.kind === 'temporary' && r.row.attempts > retries.length ? 'soft' : r.outcome.kind) as Kind;
+    // A deferral's retry: its job and the row's retry_at are due at the same moment.
+    const retryAt = kind === 'temporary'
+      ? new Date(at.getTime() + jitteredDelay(retries[r.row.attempts - 1] ?? 0, config.retryJitter) * 1000)
+      : null;
+    return { ...r, kind, retryAt };
+  });
 
   await sql`${sql.raw(PREPARED)}
     UPDATE email_send_log l
@@ -127,7 +131,7 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
        SET status = CASE WHEN x.status = 'sent' AND l.status IN ('bounced_hard', 'bounced_soft', 'delivered') THEN l.status ELSE x.status END,
            message_id = x.message_id, subject = x.subject, smtp_response = x.response,
            provider_message_id = coalesce(x.provider_message_id, l.provider_message_id),
-           updated_at = ${at},
+           updated_at = ${at}, retry_at = x.retry_at,
            last_error = CASE WHEN x.status = 'sent' AND l.status IN ('bounced_hard', 'bounced_soft') THEN l.last_error ELSE x.last_error END,
            sent_at = CASE WHEN x.status = 'sent' THEN ${at}::timestamptz END,
            bounced_at = CASE WHEN x.status IN ('bounced_soft', 'bounced_hard') THEN ${at}::timestamptz
@@ -137,7 +141,8 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
         last_error: r.kind === 'sent' ? null : r.outcome.response,
         // The relay's id for the message: provider events name it so (inbound/feedback.ts matches by it).
         provider_message_id: r.kind === 'sent' ? providerMessageId(r.outcome.response) : null,
-      }))), items.length, 'x (id uuid, status text, message_id text, subject text, response text, last_error text, provider_message_id text)')} AS x
+        retry_at: r.retryAt?.toISOString() ?? null,
+      }))), items.length, 'x (id uuid, status text, message_id text, subject text, response text, last_error text, provider_message_id text, retry_at timestamptz)')} AS x
      WHERE l.id = x.id`.execute(tx);
 
   // Mail statistics: a message handed to the relay counts as sent once, at its
@@ -211,7 +216,7 @@ async function recordTx(tx: Tx, config: Config, results: SendResult[]): Promise<
   if (retry.length > 0) {
     await addJobs(tx, 'send_email', retry.map((r) => ({
       payload: { email_send_log_ids: [r.row.id] },
-      runAt: new Date(at.getTime() + jitteredDelay(retries[r.row.attempts - 1] ?? 0, config.retryJitter) * 1000),
+      runAt: r.retryAt!,
       priority: sendPriority(r.row.source),
     })));
   }

@@ -291,7 +291,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
     if (ids.length === 0) return;
     const { rows } = await sql<SendRow>`
       SELECT id, team_id, campaign_id, campaign_send_id, contact_id, email, attempts, open_tracking, click_tracking, status, source
-        FROM email_send_log WHERE id = ANY (${ids}::uuid[]) AND status IN ('queued', 'deferred')`.execute(db);
+        FROM email_send_log WHERE id = ANY (${ids}::uuid[])
+         AND (status = 'queued' OR (status = 'deferred' AND (retry_at IS NULL OR retry_at <= now())))`.execute(db);
     const claimed = new Set<string>();
     if (rows.length > 0) {
       const contexts = await loadContexts(db, rows, appSecret);

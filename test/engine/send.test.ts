@@ -254,6 +254,32 @@ describe('sending: upsert → decision → SMTP → result', () => {
     assert.ok(rows[0]!.wait >= 3600 * 0.8 - 1 && rows[0]!.wait <= 3600 * 1.2 + 1, `retry due ${rows[0]!.wait} s after the deferral`);
   });
 
+  test('a send job run again after recording a deferral (its graphile retry) does not send the message before its retry is due', async () => {
+    const s = await setup(t, sink.port);
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    await s.a.post('/email/contacts/upsert', { email: 'soft-again@example.com' });
+    await drain(t, { config: { sendRetryDelays: [3600] } });
+    const [log] = await sendLog(t, s.teamId);
+    assert.equal(log.status, 'deferred');
+    assert.equal(log.attempts, 1);
+    assert.ok(log.retry_at && log.retry_at.getTime() > Date.now() + 3600_000 * 0.8 - 5_000, `retry_at ${log.retry_at?.toISOString()}`);
+    const rcpts = () => sink.rcptAttempts.filter((a) => a === 'soft-again@example.com').length;
+    assert.equal(rcpts(), 1);
+    // The job that deferred it, run again (as graphile-worker does when a job fails after its results were recorded).
+    const { sendEmailTask } = await import('../../src/mail/send.ts');
+    const task = sendEmailTask({ db: t.database.db, config: testConfig({ sendRetryDelays: [3600] }) });
+    await task({ email_send_log_ids: [log.id] }, {} as never);
+    const [again] = await sendLog(t, s.teamId);
+    assert.equal(rcpts(), 1, 'not sent again before its retry is due');
+    assert.equal(again.status, 'deferred');
+    assert.equal(again.attempts, 1);
+    // Once due (its retry job runs then), it is sent.
+    await t.database.pool.query(`UPDATE email_send_log SET retry_at = now() - interval '1 second' WHERE id = $1`, [log.id]);
+    await task({ email_send_log_ids: [log.id] }, {} as never);
+    assert.equal(rcpts(), 2);
+    assert.equal((await sendLog(t, s.teamId))[0]!.attempts, 2);
+  });
+
   test('a row left in `sending` by a dead worker is never sent again: failed after the lease', async () => {
     const s = await setup(t, sink.port);
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
