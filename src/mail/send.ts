@@ -227,7 +227,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
         }
       };
       let claimed: { attempts: number } | undefined;
-      let outcome: Outcome;
+      // Set whenever the message is claimed: after SMTP, in either order below.
+      let outcome: Outcome | undefined;
       if (slotDay === utcDay() && job.hold) {
         // With a slot of today the claim fails only if the message was taken or
         // cancelled meanwhile (or the statement failed): its SMTP envelope (MAIL
@@ -262,7 +263,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
         // for every message left once the account is at its limit, so it goes
         // first and no connection is opened only to be dropped.
         claimed = await claiming;
-        outcome = claimed ? await smtp() : { kind: 'failed', response: '' };
+        if (claimed) outcome = await smtp();
       }
       if (!claimed) {
         if (slotDay) allowance.putBack(account.id, row.source);
@@ -273,7 +274,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       }
       rec.result({
         row: { ...row, attempts: claimed.attempts },
-        outcome,
+        outcome: outcome!,
         messageId: message.messageId.slice(1, -1),
         subject: message.subject,
         accountId: account.id,
