@@ -16,6 +16,7 @@ import { idsRecordset, recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import type { SkipReason } from '../db/schema-engine.ts';
 import type { EventRow } from '../events/process.ts';
+import { TRIGGER_EVENT_NAMES, TRIGGER_NAMES_SQL } from '../events/triggers.ts';
 import { dailyCap, SEND_BATCH, SEND_PRIORITY } from '../mail/send.ts';
 import { addJobs } from '../lib/jobs.ts';
 import type { SendDataValue } from './schemas.ts';
@@ -25,8 +26,6 @@ import { suppressionsInForce, type SuppressionReason } from '../contacts/suppres
 export type Clock = () => Date;
 type Tx = Transaction<Database>;
 
-/** Event names that trigger campaigns (the short names of docs/api.md, "Webhook events"). */
-export const TRIGGER_EVENT_NAMES = new Set(['contact.saved', 'lead.created', 'sale.created']);
 
 export type Candidate = {
   event_id: string;
@@ -345,7 +344,7 @@ export async function eventsWaiting(db: Db | Tx, teamId: string): Promise<boolea
   const { rows } = await sql<{ one: number }>`
     SELECT 1 AS one FROM events
      WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
-       AND name IN ('contact.saved', 'lead.created', 'sale.created')
+       AND name IN ${TRIGGER_NAMES_SQL}
      ORDER BY occurred_at, id
      LIMIT 1`.execute(db);
   return rows.length > 0;
@@ -399,7 +398,7 @@ async function decideWaiting(
     const outcome = await db.transaction().execute(async (trx) => {
       const { rows: lock } = await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok`.execute(trx);
       if (!lock[0]!.ok) return 'busy' as const;
-      // The name list is spelled out: the partial index events_undecided_idx matches it.
+      // The name list is spelled out (TRIGGER_NAMES_SQL): the partial index events_undecided_idx matches it.
       // Locked now, and rows another statement holds (a job marking its events
       // processed) are skipped, not waited for: two multi-row updates of events
       // in different orders would deadlock. The check after commit finds them.
@@ -413,7 +412,7 @@ async function decideWaiting(
       const { rows } = await sql<{ id: string }>`${sql.raw(PREPARED)}
         SELECT id FROM events
          WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
-           AND name IN ('contact.saved', 'lead.created', 'sale.created')
+           AND name IN ${TRIGGER_NAMES_SQL}
          ORDER BY occurred_at, id
          LIMIT ${sql.lit(DECIDE_BATCH)}
          FOR NO KEY UPDATE SKIP LOCKED`.execute(trx);

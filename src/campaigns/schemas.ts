@@ -7,8 +7,7 @@ import { SKIP_REASONS } from '../db/schema-engine.ts';
 
 /** Both spellings are accepted (docs/api.md, "Campaigns"); the dotted one is stored and returned. */
 export const TRIGGER_EVENT_INPUTS = ['contact.saved', 'lead.created', 'sale.created', 'contact_saved', 'lead_created', 'sale_created'] as const;
-export const TRIGGER_EVENTS = ['contact.saved', 'lead.created', 'sale.created'] as const;
-export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];
+export { TRIGGER_EVENTS, type TriggerEvent } from '../events/triggers.ts';
 
 export const MAX_IDS = 50;
 export const MAX_COOLDOWN_SECONDS = 31_536_000; // one year

@@ -6,6 +6,7 @@ import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
 import { addJobs } from '../lib/jobs.ts';
 import { PREPARED } from '../db/pool.ts';
+import { TRIGGER_NAMES_SQL } from './triggers.ts';
 
 /** Business events (campaign-trigger names) and e-mail events (webhook names). */
 export type EventName =
@@ -75,7 +76,7 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
   const { rows: inserted } = await sql<{ id: string; pending: boolean }>`${sql.raw(PREPARED)}
     INSERT INTO events (team_id, name, contact_id, payload, occurred_at, processed_at)
     SELECT x.team_id, x.name, x.contact_id, x.payload, coalesce(x.occurred_at, now()),
-           CASE WHEN (x.contact_id IS NOT NULL AND x.name IN ('contact.saved', 'lead.created', 'sale.created'))
+           CASE WHEN (x.contact_id IS NOT NULL AND x.name IN ${TRIGGER_NAMES_SQL})
                   OR EXISTS (SELECT 1 FROM webhooks w
                               WHERE w.team_id = x.team_id
                                 AND ${webhookEventName('x.name')} = ANY (w.events))
