@@ -1,4 +1,4 @@
-// `npm run bench -- campaigns [--campaign-events <n>] [--duration <s>] [--dkim none|rsa|ed25519|both]`
+// `npm run bench -- campaigns [--campaign-events <n>] [--duration <s>] [--dkim none|rsa|ed25519|both] [--template-kb <n>]`
 //
 // The campaign engine end to end: contact.saved events in, e-mails out at an
 // SMTP sink in its own process (bench/servers/smtp-sink.ts, smtp-server on
@@ -6,7 +6,9 @@
 // process_events and send_email, plus the webhook dispatcher) in this process.
 //
 // One team, one mail account on the sink (daily_limit 1,000,000), one template
-// (personalised subject, HTML with three links, text part), three campaigns on
+// (personalised subject, HTML with three links, text part; with --template-kb n
+// its HTML is padded to about n KiB with static newsletter blocks, each with a
+// link and an image, as a real newsletter's: Gmail clips at 102 KiB), three campaigns on
 // contact.saved with no cooldown and a high daily cap. Each campaign's segment
 // takes the contacts of one of three domains, so every event gets three
 // decisions (one send, two segment_mismatch) and sends exactly one e-mail.
@@ -78,6 +80,23 @@ const TEMPLATE = {
   alt_content: 'Hello {{ contact.email | split: "@" | first }}, thanks for joining {{ campaign.name }}: https://example.com/guide',
 };
 
+/** The template's HTML padded to about `kib` KiB with static newsletter blocks (none for 0). */
+function paddedTemplate(kib: number): typeof TEMPLATE {
+  if (!kib) return TEMPLATE;
+  const block = (i: number) => `<table role="presentation" width="100%" cellpadding="0" cellspacing="0" style="margin:0 0 16px 0;border-collapse:collapse">
+<tr><td style="padding:12px 16px;background:#f6f7f9;border-radius:6px;font-size:15px;line-height:1.5;color:#222">
+<img src="https://cdn.example.com/news/${i}.png" width="560" alt="Story ${i}" style="display:block;max-width:100%">
+<h2 style="margin:8px 0;font-size:18px">Story ${i}: what changed this week</h2>
+<p style="margin:0 0 8px 0">${'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore. '.repeat(4)}</p>
+<a href="https://example.com/news/${i}?utm_source=plover&amp;utm_medium=email" style="color:#0b5fff">Read the whole story</a>
+</td></tr></table>
+`;
+  const end = TEMPLATE.content.indexOf('<p style="font-size:12px">');
+  let blocks = '';
+  for (let i = 1; TEMPLATE.content.length + blocks.length < kib * 1024; i++) blocks += block(i);
+  return { ...TEMPLATE, content: TEMPLATE.content.slice(0, end) + blocks + TEMPLATE.content.slice(end) };
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function run(opts: BenchOptions): Promise<void> {
@@ -137,7 +156,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     if (res.statusCode !== 201) throw new Error(`POST ${url}: ${res.statusCode} ${res.body}`);
     return res.json();
   };
-  const templateId = (await post('/email/templates', TEMPLATE)).template.id as string;
+  const template = paddedTemplate(opts.flags['template-kb'] ?? 0);
+  const templateId = (await post('/email/templates', template)).template.id as string;
   for (const [i, domain] of DOMAINS.entries()) {
     await post('/email/campaigns', {
       name: `Welcome ${i + 1}`,

@@ -29,6 +29,7 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   'api-scale-contacts': { bench: 'api-scale', usage: '--api-scale-contacts <n> api-scale: new contacts upserted per run, 1,000 a request (default 100000)' },
   'api-contacts': { bench: 'csv-import', usage: '--api-contacts <n>     csv-import: contacts sent through the bulk-upsert API for comparison (default min(rows, 200000))' },
   'campaign-events': { bench: 'campaigns', usage: '--campaign-events <n>  campaigns: contact.saved events drained for throughput (default 20000)' },
+  'template-kb': { bench: 'campaigns', usage: '--template-kb <n>      campaigns: pad the template\'s HTML to about n KiB of static newsletter blocks (default: 1.5 KiB, unpadded)' },
   attackers: { bench: 'isolation', usage: '--attackers <n>        isolation: concurrent attacker requests per input class (default 4)' },
   'attacker-nice': { bench: 'isolation', usage: '--attacker-nice <n>    isolation: run the attackers\' own process at nice n (1-19; default: not lowered); see docs/security.md' },
   'ping-rate': { bench: 'isolation', usage: '--ping-rate <n>        isolation: the victim\'s GET /ping requests per second, open loop (default 200)' },
