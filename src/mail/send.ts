@@ -21,7 +21,7 @@ import { sql } from 'kysely';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
-import { recordset } from '../db/recordset.ts';
+import { idsRecordset, recordset } from '../db/recordset.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { Allowance, claimManyForSmtp, dailyCap, takeMinuteSlot, wakeNextDay, wakeNextMinute, type ClaimItem } from './daily-usage.ts';
@@ -491,6 +491,10 @@ function rowsOf(ids: string[], hmacs: string[]) {
 async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Promise<Map<string, Context | string>> {
   // Erased addresses are kept as their keyed hash only: matched by it.
   const hmacs = claimed.map((r) => emailHmac(appSecret, r.email));
+  // A batch's messages mostly share a template or two: its content (up to the
+  // template cap, a newsletter typically 20-100 KiB) is read once per template
+  // (templatesByKey), not once per message; a lone message reads it inline.
+  const single = claimed.length === 1;
   const { rows } = await sql<Record<string, any>>`${sql.raw(PREPARED)}
     SELECT l.id, to_jsonb(k) AS contact,
            (SELECT jsonb_build_object(
@@ -501,8 +505,7 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
              'dkim', coalesce((SELECT jsonb_agg(jsonb_build_object('id', d.id, 'algorithm', d.algorithm, 'domain', d.domain, 'selector', d.selector))
                                  FROM dkim_keys d WHERE d.mail_account_id = a.id AND d.status = 'active'), '[]'::jsonb))
               FROM mail_accounts a WHERE a.id = l.mail_account_id AND a.team_id = l.team_id) AS account,
-           (SELECT jsonb_build_object('key', t.id || '@' || t.updated_at, 'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content)
-              FROM templates t WHERE t.id = l.template_id AND t.team_id = l.team_id) AS template,
+           (SELECT ${single ? TEMPLATE_WHOLE : TEMPLATE_KEY} FROM templates t WHERE t.id = l.template_id AND t.team_id = l.team_id) AS template,
            (SELECT jsonb_build_object('send_data', s.send_data, 'status', s.status, 'type', s.campaign_type)
               FROM campaign_sends s WHERE s.id = l.campaign_send_id AND s.team_id = l.team_id) AS send,
            (SELECT jsonb_build_object('name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload))
@@ -519,8 +522,11 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
       LEFT JOIN contacts k ON k.id = l.contact_id AND k.team_id = l.team_id
      WHERE ${idIn('l.id', claimed.map((r) => r.id))}`.execute(db);
   const byId = new Map(claimed.map((r) => [r.id, r]));
+  const templates = single ? null : await templatesByKey(db, rows.map((r) => r.template as TemplateRef | null));
   const out = new Map<string, Context | string>();
   for (const r of rows) {
+    // Updated between the two reads: the message goes with the version read second, as if queued a moment later.
+    if (templates && r.template) r.template = templates.get(r.template.key) ?? templates.get(r.template.id) ?? null;
     const row = byId.get(r.id)!;
     const transactional = r.source === 'transactional';
     if (!r.contact && !transactional) out.set(r.id, 'cancelled');
@@ -557,6 +563,31 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
           : null,
       });
     }
+  }
+  return out;
+}
+
+type TemplateRef = { id: string; key: string };
+type TemplateRow = { key: string; subject: string | null; content: string; alt_content: string };
+// A template's version key: it names the compiled template cached in the render pool's threads.
+const TEMPLATE_WHOLE = sql`jsonb_build_object('key', t.id || '@' || t.updated_at, 'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content)`;
+const TEMPLATE_KEY = sql`jsonb_build_object('id', t.id, 'key', t.id || '@' || t.updated_at)`;
+
+/**
+ * The batch's templates, each read once, by version key and by id (a template
+ * updated since the batch's first read is found by id, at its new version).
+ * Their team was checked by the first read, which found them by message and team.
+ */
+async function templatesByKey(db: Db, refs: (TemplateRef | null)[]): Promise<Map<string, TemplateRow>> {
+  const ids = [...new Set(refs.filter((t) => t !== null).map((t) => t.id))];
+  const out = new Map<string, TemplateRow>();
+  if (ids.length === 0) return out;
+  const { rows } = await sql<TemplateRow & { id: string }>`${sql.raw(PREPARED)}
+    SELECT t.id, t.id || '@' || t.updated_at AS key, t.subject, t.content, t.alt_content
+      FROM templates t WHERE t.id IN (SELECT x.id FROM ${idsRecordset(ids)} AS x)`.execute(db);
+  for (const { id, ...t } of rows) {
+    out.set(t.key, t);
+    out.set(id, t);
   }
   return out;
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { closeTransports } from '../../src/mail/send.ts';
 import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
@@ -278,6 +279,43 @@ describe('sending: upsert → decision → SMTP → result', () => {
     await task({ email_send_log_ids: [log.id] }, {} as never);
     assert.equal(rcpts(), 2);
     assert.equal((await sendLog(t, s.teamId))[0]!.attempts, 2);
+  });
+
+  // A newsletter template is tens of KiB: read once per message, a batch of 50
+  // brought 50 copies of it from the database and parsed them on the worker's
+  // event loop (src/mail/send.ts, loadContexts).
+  test('a batch reads its template\'s content from the database once, not once per message', async () => {
+    const marker = 'Newsletter block';
+    const content = `<html><body><p>Hi {{ contact.email }}</p>${`<p>${marker} ${'x'.repeat(1000)}</p>`.repeat(40)}</body></html>`;
+    const s = await setup(t, sink.port, { content, alt_content: 'Hi {{ contact.email }}' });
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    const emails = Array.from({ length: 12 }, (_, i) => `batch${i}@example.com`);
+    const up = await s.a.post('/email/contacts/bulk-upsert', { contacts: emails.map((email) => ({ email })) });
+    assert.equal(up.statusCode, 200, up.body);
+    const before = sink.messages.length;
+    // Every query result of the drain, searched for the template's content.
+    // oxlint-disable-next-line typescript/unbound-method -- restored below, called with .apply(this)
+    const original = pg.Client.prototype.query;
+    let copies = 0;
+    (pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
+      const out = (original as (...a: unknown[]) => unknown).apply(this, args);
+      if (out instanceof Promise) {
+        void out.then((r: { rows?: unknown[] } | undefined) => {
+          if (Array.isArray(r?.rows)) copies += JSON.stringify(r.rows).split(marker).length - 1;
+        }, () => {});
+      }
+      return out;
+    };
+    try {
+      await drain(t);
+    } finally {
+      pg.Client.prototype.query = original;
+    }
+    const got = sink.messages.slice(before);
+    assert.equal(got.length, 12);
+    for (const m of got) assert.equal(parseMessage(m.raw).html.split(marker).length - 1, 40, 'each message carries the whole template');
+    // 40 blocks per copy: one copy for the batch (the 12 messages are one send job).
+    assert.equal(copies / 40, 1, `template content read ${copies / 40} times for 12 messages`);
   });
 
   test('a row left in `sending` by a dead worker is never sent again: failed after the lease', async () => {
