@@ -9,6 +9,7 @@ import { DEFAULT_RENDER_LIMITS, type RenderLimits } from '../lib/render-limits.t
 import { untrustedPool, type UntrustedPool } from '../untrusted/pool.ts';
 import type { RenderMessageInput, RenderMessageResult } from '../templates/render-tasks.ts';
 import { RenderFailure, runTemplateTask } from '../templates/pool-run.ts';
+import type { MimePart } from '../templates/mime-part.ts';
 
 export type MessageInput = Omit<RenderMessageInput, 'limits' | 'contact'> & {
   contact: Record<string, unknown>;
@@ -28,9 +29,14 @@ export type MessageInput = Omit<RenderMessageInput, 'limits' | 'contact'> & {
 };
 
 export type RenderedMessage = Mail.Options & { subject: string; html: string; text: string; messageId: string };
+/** As sent: HTML and text already encoded as MIME parts where nodemailer would quote them (templates/mime-part.ts). */
+export type SendableMessage = Omit<RenderedMessage, 'html' | 'text'> & { html: MimePart; text: MimePart };
 
-/** `team`: whose message this is, for the pool's fair share between teams. */
-export type RenderOptions = { limits?: RenderLimits; pool?: UntrustedPool; team?: string };
+/**
+ * `team`: whose message this is, for the pool's fair share between teams.
+ * `mime`: the parts come back encoded for sending (a SendableMessage).
+ */
+export type RenderOptions = { limits?: RenderLimits; pool?: UntrustedPool; team?: string; mime?: boolean };
 
 
 /** The Message-ID domain: the sender's, so receivers see an ID of the sending domain. */
@@ -41,7 +47,9 @@ function messageIdFor(sendLogId: string, fromEmail: string): string {
 
 const oneLine = (s: string) => s.replace(/[\r\n]+/g, ' ').trim();
 
-export async function renderMessage(m: MessageInput, opts: RenderOptions = {}): Promise<RenderedMessage> {
+export async function renderMessage(m: MessageInput, opts: RenderOptions & { mime: true }): Promise<SendableMessage>;
+export async function renderMessage(m: MessageInput, opts?: RenderOptions): Promise<RenderedMessage>;
+export async function renderMessage(m: MessageInput, opts: RenderOptions = {}): Promise<RenderedMessage | SendableMessage> {
   const limits = opts.limits ?? DEFAULT_RENDER_LIMITS;
   const { account, to, hasContact, toEmail, toName, replyTo, listUnsubscribe, ...rest } = m;
   const input: RenderMessageInput = {
@@ -50,6 +58,7 @@ export async function renderMessage(m: MessageInput, opts: RenderOptions = {}): 
     sendData: { open_tracking: m.sendData.open_tracking, click_tracking: m.sendData.click_tracking },
     ...(listUnsubscribe === false ? { unsubscribe: false } : {}),
     limits,
+    ...(opts.mime ? { mime: true } : {}),
   };
   // A cache miss parses too: the budget covers a parse and a render.
   const r = await runTemplateTask<RenderMessageResult>(opts.pool ?? untrustedPool(), 'renderMessage', input, limits.parseBudgetMs + limits.renderBudgetMs, opts.team);

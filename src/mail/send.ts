@@ -26,7 +26,7 @@ import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { Allowance, claimManyForSmtp, dailyCap, takeMinuteSlot, wakeNextDay, wakeNextMinute, type ClaimItem } from './daily-usage.ts';
 import { Batcher } from '../lib/batcher.ts';
-import { renderMessage, type RenderedMessage } from './message.ts';
+import { renderMessage, type SendableMessage } from './message.ts';
 import { replyAddress, returnPathAddress } from '../inbound/address.ts';
 import { RenderFailure } from '../templates/pool-run.ts';
 import { recordResults, type Outcome, type SendResult } from './send-record.ts';
@@ -193,7 +193,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
             replyTo: transactional.reply_to, listUnsubscribe: transactional.list_unsubscribe, hasContact: contact !== null,
           } : {}),
         },
-        { limits: config.render, team: row.team_id },
+        { limits: config.render, team: row.team_id, mime: true },
       );
     } catch (err) {
       // The template's fault (a cap, its budget, a Liquid error): this message
@@ -350,7 +350,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
  * is its signed reply address (replacing any other). Both need INBOUND_DOMAIN;
  * an account saved with them before the setting was removed sends as without.
  */
-function withInboundAddresses(message: RenderedMessage, account: Account, row: SendRow, secret: string, domain: string | undefined): void {
+function withInboundAddresses(message: SendableMessage, account: Account, row: SendRow, secret: string, domain: string | undefined): void {
   if (!domain) return;
   if (account.verp) message.envelope = { from: returnPathAddress(secret, domain, row.id), to: [row.email] };
   if (account.capture_replies) message.replyTo = replyAddress(secret, domain, row.id);

@@ -16,6 +16,7 @@ import type { ErrorDetail } from '../lib/errors.ts';
 import type { RenderLimits } from '../lib/render-limits.ts';
 import { describeLiquidError, limitErrorOf, parseCount, parseCounted, parseTemplate, renderParsed, threadCpuMs } from './render.ts';
 import { htmlToText } from './html-text.ts';
+import { mimePart, type MimePart } from './mime-part.ts';
 import type { Template } from 'liquidjs';
 
 export type TemplateField = 'subject' | 'content' | 'alt_content';
@@ -119,10 +120,12 @@ export type RenderMessageInput = {
    */
   recipient?: UnsubscribeRecipient;
   limits: RenderLimits;
+  /** HTML and text as nodemailer's MIME parts (mime-part.ts): the send path; without it, strings. */
+  mime?: boolean;
 };
 
 export type RenderMessageResult =
-  | { ok: true; subject: string; html: string; text: string; unsubscribeUrl: string | null }
+  | { ok: true; subject: string; html: MimePart; text: MimePart; unsubscribeUrl: string | null }
   | { ok: false; field: TemplateField; message: string; limit: boolean };
 
 const linkMakers = new Map<string, TrackingLinks>();
@@ -209,6 +212,7 @@ export function renderMessage(m: RenderMessageInput, pre?: Partial<Record<Templa
       rewriteHtml(html, { rewriteHref: click ? track : undefined, bodyEnd: bodyEnd || undefined, maxChars: m.limits.maxHtmlChars }),
     );
     if (click) text = text.replace(BARE_URL, (url) => track(url) ?? url);
+    if (m.mime) return { ok: true, subject, html: mimePart('html', html), text: mimePart('plain', text), unsubscribeUrl };
     return { ok: true, subject, html, text, unsubscribeUrl };
   } catch (err) {
     if (!(err instanceof FieldError)) throw err;
