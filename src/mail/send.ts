@@ -35,6 +35,8 @@ import { transportOptions, type MailSecurity } from './transport.ts';
 import { loadSigningKeys, signaturesFor, type ActiveKey } from './dkim.ts';
 import { DKIM_OPTION, installDkimSigner, type DkimOption } from './dkim-sign.ts';
 import { HOLD_OPTION, installWholeMessage } from './whole-message.ts';
+import { RenderAhead, type Ticket } from './render-ahead.ts';
+import type { MimePart } from '../templates/mime-part.ts';
 import { idIn } from '../db/ids.ts';
 
 /** Sends whose messages wait while the send is paused: broadcasts and automation sends (their lists are written ahead). */
@@ -47,6 +49,11 @@ export { dailyCap } from './daily-usage.ts';
 export const SEND_BATCH = 50;
 /** Pooled SMTP connections per mail account and worker process. */
 const SMTP_CONNECTIONS = 5;
+/** A job's messages rendering or rendered and not yet sent, at most (render-ahead.ts): its account's connections and three more. */
+const RENDER_AHEAD = SMTP_CONNECTIONS + 3;
+/** Characters of rendered mail all send jobs of a process may hold beyond one message each (render-ahead.ts). */
+const RENDERED_CHARS_HELD = 32 * 1024 * 1024;
+const partChars = (p: MimePart) => (typeof p === 'string' ? p.length : p.raw.length);
 
 type SendRow = {
   id: string;
@@ -173,13 +180,26 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
    */
   async function sendOne(
     row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
-    nextMinute: SendRow[], job: { hold: boolean },
+    nextMinute: SendRow[], job: { hold: boolean; ahead: RenderAhead },
   ): Promise<'claimed' | 'unclaimed'> {
     // A paused broadcast holds its messages back, `queued`: start enqueues them again.
     if (loaded === 'paused') return 'unclaimed';
     const stop = whyNot(loaded);
     if (stop) return rec.finish({ id: row.id, ...stop });
-    const { contact, account, template, sendData, event, campaign, transactional } = loaded as Context;
+    // Rendered only a few messages ahead of the account's connections (render-ahead.ts).
+    const ticket = await job.ahead.enter();
+    try {
+      return await renderAndSend(row, loaded as Context, rec, allowance, waiting, signing, nextMinute, job, ticket);
+    } finally {
+      ticket.done();
+    }
+  }
+
+  async function renderAndSend(
+    row: SendRow, loaded: Context, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
+    nextMinute: SendRow[], job: { hold: boolean }, ticket: Ticket,
+  ): Promise<'claimed' | 'unclaimed'> {
+    const { contact, account, template, sendData, event, campaign, transactional } = loaded;
     let message;
     try {
       // The unsubscribe link names the recipient (contact, or the address for
@@ -202,6 +222,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       if (!(err instanceof RenderFailure)) throw err;
       return rec.finish({ id: row.id, status: 'failed', error: `template did not render: ${err.message}` });
     }
+    ticket.hold(partChars(message.html) + partChars(message.text));
     withInboundAddresses(message, account, row, appSecret!, config.inbound.domain);
     const release = await slot(account.id);
     try {
@@ -315,11 +336,12 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
         onErrors: (errors) => helpers.logger.error(`DKIM signing failed: ${errors.map((e) => String((e as { err?: unknown }).err ?? e)).join('; ')}`),
       };
       let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
+      const job = { hold: true, ahead: new RenderAhead({ perJob: RENDER_AHEAD, processChars: RENDERED_CHARS_HELD }) };
       try {
         await allowance.reserve(db);
-        const job = { hold: true };
         outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute, job)));
       } finally {
+        job.ahead.close();
         await allowance.release(db);
       }
       await wakeNextDay(db, waiting);
