@@ -1,42 +1,42 @@
-// How far a send job renders ahead of its SMTP connections.
+// How much rendered mail the send jobs of a worker hold.
 //
 // A send job's messages were all rendered at once and then waited, rendered, for
-// one of their account's five SMTP connections: a job of 50 held 45 messages in
-// memory. Each message is capped (8 Mi characters of HTML, 4 Mi of Liquid output),
-// but their sum was not: one team's legal template of 3 MiB per message grew the
-// worker by 300 MiB per job of 50 and 620 MiB with two jobs at once (measured,
-// RSS), and WORKER_CONCURRENCY (10) such jobs would have ended the worker that
-// sends every team's mail.
+// one of their account's five SMTP connections: behind a slow (or hostile) SMTP
+// server a job of 50 held 45 of them. Each message is capped (8 Mi characters of
+// HTML, 4 Mi of Liquid output), their sum was not: ten jobs of one team at once
+// could hold 450 messages near the cap, gigabytes, in the worker that sends every
+// team's mail.
 //
-// Now a message is admitted to rendering only while its job has fewer than
-// `perJob` messages rendering or rendered and not yet finished, and, process
-// wide, while all jobs' finished renders hold fewer than `processChars`
-// characters; a job that holds nothing is always admitted one message, so no
-// job waits for another forever. What the worker holds of rendered mail is then
-// at most `processChars` plus one message per job in flight (each under its caps).
-// Typical mail never meets the character bound; the window of `perJob` keeps
-// the account's connections fed (a render takes milliseconds, an SMTP
-// transaction longer).
+// Now a job hands at most `renderingPerJob` messages to the render pool at a time
+// (a render's size is known only when it is done, and the pool finishes what it
+// was given), and a job that already holds rendered mail starts another render
+// only while the process's jobs hold fewer than `processChars` characters of it.
+// A job that holds nothing is always admitted one message, so no job waits for
+// another forever. The worker then holds at most `processChars` characters plus
+// `renderingPerJob` messages per job in flight. Ordinary mail never meets the
+// character bound: a job renders its messages as fast as the pool allows (as before)
+// and they wait for a connection rendered.
 
-/** A message admitted to rendering; `hold` counts its rendered size, `done` ends it. */
+/** A message admitted to rendering: `hold` when rendered (its size), `done` when sent or dropped. */
 export type Ticket = { hold(chars: number): void; done(): void };
 
 let processHeld = 0;
 const live = new Set<RenderAhead>();
 
-/** Characters of rendered mail held by all send jobs of this process (tests, metrics). */
+/** Characters of rendered mail held by all send jobs of this process (tests). */
 export function renderedCharsHeld(): number {
   return processHeld;
 }
 
 export class RenderAhead {
-  private admitted = 0;
+  private rendering = 0;
+  private held = 0;
   private readonly queue: (() => void)[] = [];
-  private readonly perJob: number;
+  private readonly renderingPerJob: number;
   private readonly processChars: number;
 
-  constructor(opts: { perJob: number; processChars: number }) {
-    this.perJob = opts.perJob;
+  constructor(opts: { renderingPerJob: number; processChars: number }) {
+    this.renderingPerJob = opts.renderingPerJob;
     this.processChars = opts.processChars;
     live.add(this);
   }
@@ -55,30 +55,38 @@ export class RenderAhead {
   }
 
   private canAdmit(): boolean {
-    return this.admitted < this.perJob && (this.admitted === 0 || processHeld < this.processChars);
+    if (this.rendering >= this.renderingPerJob) return false;
+    return (this.rendering === 0 && this.held === 0) || processHeld < this.processChars;
   }
 
   private pump(): void {
     while (this.queue.length > 0 && this.canAdmit()) {
-      this.admitted++;
+      this.rendering++;
       this.queue.shift()!();
     }
   }
 
   private ticket(): Ticket {
     let chars = 0;
-    let ended = false;
+    let state: 'rendering' | 'held' | 'done' = 'rendering';
     return {
       hold: (n: number) => {
-        if (ended) return;
-        chars += n;
+        if (state !== 'rendering') return;
+        state = 'held';
+        chars = n;
         processHeld += n;
+        this.rendering--;
+        this.held++;
+        this.pump();
       },
       done: () => {
-        if (ended) return;
-        ended = true;
-        processHeld -= chars;
-        this.admitted--;
+        if (state === 'done') return;
+        if (state === 'rendering') this.rendering--;
+        else {
+          this.held--;
+          processHeld -= chars;
+        }
+        state = 'done';
         // Released characters may admit other jobs' messages too.
         for (const r of live) r.pump();
       },

@@ -49,10 +49,12 @@ export { dailyCap } from './daily-usage.ts';
 export const SEND_BATCH = 50;
 /** Pooled SMTP connections per mail account and worker process. */
 const SMTP_CONNECTIONS = 5;
-/** A job's messages rendering or rendered and not yet sent, at most (render-ahead.ts): its account's connections and three more. */
-const RENDER_AHEAD = SMTP_CONNECTIONS + 3;
-/** Characters of rendered mail all send jobs of a process may hold beyond one message each (render-ahead.ts). */
-const RENDERED_CHARS_HELD = 32 * 1024 * 1024;
+/**
+ * A job's messages in the render pool at once (render-ahead.ts): one rendering
+ * while the next waits its turn keeps a team's pool thread busy; what the pool
+ * was given it renders, whatever its size.
+ */
+const RENDERING_PER_JOB = 2;
 const partChars = (p: MimePart) => (typeof p === 'string' ? p.length : p.raw.length);
 
 type SendRow = {
@@ -169,8 +171,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
   };
 
   /**
-   * One row: rendered, then claimed (`queued`/`deferred` →
-   * `sending`, group-committed) only when an SMTP connection of its account is
+   * One row: rendered once the job's window admits it (render-ahead.ts), then
+   * claimed (`queued`/`deferred` → `sending`, group-committed) only when an SMTP connection of its account is
    * free, then sent (with a slot of today, the envelope goes out while the claim
    * commits; the message's bytes wait for it).
    * Claiming the whole batch up front left up to a batch of messages in
@@ -336,7 +338,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
         onErrors: (errors) => helpers.logger.error(`DKIM signing failed: ${errors.map((e) => String((e as { err?: unknown }).err ?? e)).join('; ')}`),
       };
       let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
-      const job = { hold: true, ahead: new RenderAhead({ perJob: RENDER_AHEAD, processChars: RENDERED_CHARS_HELD }) };
+      const job = { hold: true, ahead: new RenderAhead({ renderingPerJob: RENDERING_PER_JOB, processChars: config.sendRenderedChars }) };
       try {
         await allowance.reserve(db);
         outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute, job)));
