@@ -182,7 +182,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
    */
   async function sendOne(
     row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
-    nextMinute: SendRow[], job: { hold: boolean; ahead: RenderAhead },
+    nextMinute: SendRow[], job: SendJob,
   ): Promise<'claimed' | 'unclaimed'> {
     // A paused broadcast holds its messages back, `queued`: start enqueues them again.
     if (loaded === 'paused') return 'unclaimed';
@@ -199,7 +199,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
 
   async function renderAndSend(
     row: SendRow, loaded: Context, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
-    nextMinute: SendRow[], job: { hold: boolean }, ticket: Ticket,
+    nextMinute: SendRow[], job: SendJob, ticket: Ticket,
   ): Promise<'claimed' | 'unclaimed'> {
     const { contact, account, template, sendData, event, campaign, transactional } = loaded;
     let message;
@@ -226,7 +226,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
     }
     ticket.hold(partChars(message.html) + partChars(message.text));
     withInboundAddresses(message, account, row, appSecret!, config.inbound.domain);
-    const release = await slot(account.id);
+    const release = await slot(account.id, job.seq);
     try {
       // The account's messages per minute: over it, the message waits, `queued`, for the next minute.
       if (account.max_per_minute && !(await takeMinuteSlot(db, account.id, account.max_per_minute))) {
@@ -338,7 +338,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
         onErrors: (errors) => helpers.logger.error(`DKIM signing failed: ${errors.map((e) => String((e as { err?: unknown }).err ?? e)).join('; ')}`),
       };
       let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
-      const job = { hold: true, ahead: new RenderAhead({ renderingPerJob: RENDERING_PER_JOB, processChars: config.sendRenderedChars }) };
+      const job: SendJob = { seq: ++jobSeq, hold: true, ahead: new RenderAhead({ renderingPerJob: RENDERING_PER_JOB, processChars: config.sendRenderedChars }) };
       try {
         await allowance.reserve(db);
         outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute, job)));
@@ -382,21 +382,45 @@ function withInboundAddresses(message: SendableMessage, account: Account, row: S
 /** The opened private keys of a batch's active DKIM keys, and where signing errors go. */
 type Signing = { keys: Map<string, string>; onErrors: (errors: unknown[]) => void };
 
+/**
+ * One run of a send job: its order among this process's jobs (slot()), whether
+ * its messages still send their envelope while their claim commits, and its
+ * render window.
+ */
+type SendJob = { seq: number; hold: boolean; ahead: RenderAhead };
+let jobSeq = 0;
+
 /** Today's UTC date, as a reserved slot's day is written (`YYYY-MM-DD`). */
 const utcDay = () => new Date().toISOString().slice(0, 10);
 
 // Per account and process, as many messages in flight as the pool has
 // connections: a row is claimed only when one is free.
-const slots = new Map<string, { free: number; waiting: (() => void)[] }>();
+const slots = new Map<string, { free: number; waiting: { job: number; resolve: () => void }[] }>();
 
-async function slot(accountId: string): Promise<() => void> {
+/**
+ * A free connection of the account, waited for in the order of the jobs
+ * (`job`: the job's sequence number in this process; within a job, first come
+ * first served). An older job's messages go first, so a job's messages are sent,
+ * and their results recorded, together: each job renders only a couple of messages
+ * ahead (render-ahead.ts), and served in arrival order the jobs sharing an account
+ * interleaved message by message, which halved the recording groups
+ * (RECORD_EVERY) and doubled the transactions on the campaign's counter rows.
+ */
+async function slot(accountId: string, job: number): Promise<() => void> {
   let s = slots.get(accountId);
   if (!s) slots.set(accountId, (s = { free: SMTP_CONNECTIONS, waiting: [] }));
   if (s.free > 0) s.free--;
-  else await new Promise<void>((resolve) => s!.waiting.push(resolve));
+  else {
+    await new Promise<void>((resolve) => {
+      const w = s!.waiting;
+      let i = w.length;
+      while (i > 0 && w[i - 1]!.job > job) i--;
+      w.splice(i, 0, { job, resolve });
+    });
+  }
   return () => {
     const next = s!.waiting.shift();
-    if (next) next();
+    if (next) next.resolve();
     else s!.free++;
   };
 }
