@@ -35,8 +35,6 @@ import { transportOptions, type MailSecurity } from './transport.ts';
 import { loadSigningKeys, signaturesFor, type ActiveKey } from './dkim.ts';
 import { DKIM_OPTION, installDkimSigner, type DkimOption } from './dkim-sign.ts';
 import { HOLD_OPTION, installWholeMessage } from './whole-message.ts';
-import { RenderAhead, type Ticket } from './render-ahead.ts';
-import type { MimePart } from '../templates/mime-part.ts';
 import { idIn } from '../db/ids.ts';
 
 /** Sends whose messages wait while the send is paused: broadcasts and automation sends (their lists are written ahead). */
@@ -49,13 +47,6 @@ export { dailyCap } from './daily-usage.ts';
 export const SEND_BATCH = 50;
 /** Pooled SMTP connections per mail account and worker process. */
 const SMTP_CONNECTIONS = 5;
-/**
- * A job's messages in the render pool at once (render-ahead.ts): one rendering
- * while the next waits its turn keeps a team's pool thread busy; what the pool
- * was given it renders, whatever its size.
- */
-const RENDERING_PER_JOB = 2;
-const partChars = (p: MimePart) => (typeof p === 'string' ? p.length : p.raw.length);
 
 type SendRow = {
   id: string;
@@ -171,8 +162,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
   };
 
   /**
-   * One row: rendered once the job's window admits it (render-ahead.ts), then
-   * claimed (`queued`/`deferred` → `sending`, group-committed) only when an SMTP connection of its account is
+   * One row: rendered, then claimed (`queued`/`deferred` →
+   * `sending`, group-committed) only when an SMTP connection of its account is
    * free, then sent (with a slot of today, the envelope goes out while the claim
    * commits; the message's bytes wait for it).
    * Claiming the whole batch up front left up to a batch of messages in
@@ -182,26 +173,13 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
    */
   async function sendOne(
     row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
-    nextMinute: SendRow[], job: SendJob,
+    nextMinute: SendRow[], job: { hold: boolean },
   ): Promise<'claimed' | 'unclaimed'> {
     // A paused broadcast holds its messages back, `queued`: start enqueues them again.
     if (loaded === 'paused') return 'unclaimed';
     const stop = whyNot(loaded);
     if (stop) return rec.finish({ id: row.id, ...stop });
-    // Rendered only a few messages ahead of the account's connections (render-ahead.ts).
-    const ticket = await job.ahead.enter();
-    try {
-      return await renderAndSend(row, loaded as Context, rec, allowance, waiting, signing, nextMinute, job, ticket);
-    } finally {
-      ticket.done();
-    }
-  }
-
-  async function renderAndSend(
-    row: SendRow, loaded: Context, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
-    nextMinute: SendRow[], job: SendJob, ticket: Ticket,
-  ): Promise<'claimed' | 'unclaimed'> {
-    const { contact, account, template, sendData, event, campaign, transactional } = loaded;
+    const { contact, account, template, sendData, event, campaign, transactional } = loaded as Context;
     let message;
     try {
       // The unsubscribe link names the recipient (contact, or the address for
@@ -224,9 +202,8 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       if (!(err instanceof RenderFailure)) throw err;
       return rec.finish({ id: row.id, status: 'failed', error: `template did not render: ${err.message}` });
     }
-    ticket.hold(partChars(message.html) + partChars(message.text));
     withInboundAddresses(message, account, row, appSecret!, config.inbound.domain);
-    const release = await slot(account.id, job.seq);
+    const release = await slot(account.id);
     try {
       // The account's messages per minute: over it, the message waits, `queued`, for the next minute.
       if (account.max_per_minute && !(await takeMinuteSlot(db, account.id, account.max_per_minute))) {
@@ -338,12 +315,11 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
         onErrors: (errors) => helpers.logger.error(`DKIM signing failed: ${errors.map((e) => String((e as { err?: unknown }).err ?? e)).join('; ')}`),
       };
       let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
-      const job: SendJob = { seq: ++jobSeq, hold: true, ahead: new RenderAhead({ renderingPerJob: RENDERING_PER_JOB, processChars: config.sendRenderedChars }) };
       try {
         await allowance.reserve(db);
+        const job = { hold: true };
         outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute, job)));
       } finally {
-        job.ahead.close();
         await allowance.release(db);
       }
       await wakeNextDay(db, waiting);
@@ -382,45 +358,21 @@ function withInboundAddresses(message: SendableMessage, account: Account, row: S
 /** The opened private keys of a batch's active DKIM keys, and where signing errors go. */
 type Signing = { keys: Map<string, string>; onErrors: (errors: unknown[]) => void };
 
-/**
- * One run of a send job: its order among this process's jobs (slot()), whether
- * its messages still send their envelope while their claim commits, and its
- * render window.
- */
-type SendJob = { seq: number; hold: boolean; ahead: RenderAhead };
-let jobSeq = 0;
-
 /** Today's UTC date, as a reserved slot's day is written (`YYYY-MM-DD`). */
 const utcDay = () => new Date().toISOString().slice(0, 10);
 
 // Per account and process, as many messages in flight as the pool has
 // connections: a row is claimed only when one is free.
-const slots = new Map<string, { free: number; waiting: { job: number; resolve: () => void }[] }>();
+const slots = new Map<string, { free: number; waiting: (() => void)[] }>();
 
-/**
- * A free connection of the account, waited for in the order of the jobs
- * (`job`: the job's sequence number in this process; within a job, first come
- * first served). An older job's messages go first, so a job's messages are sent,
- * and their results recorded, together: each job renders only a couple of messages
- * ahead (render-ahead.ts), and served in arrival order the jobs sharing an account
- * interleaved message by message, which halved the recording groups
- * (RECORD_EVERY) and doubled the transactions on the campaign's counter rows.
- */
-async function slot(accountId: string, job: number): Promise<() => void> {
+async function slot(accountId: string): Promise<() => void> {
   let s = slots.get(accountId);
   if (!s) slots.set(accountId, (s = { free: SMTP_CONNECTIONS, waiting: [] }));
   if (s.free > 0) s.free--;
-  else {
-    await new Promise<void>((resolve) => {
-      const w = s!.waiting;
-      let i = w.length;
-      while (i > 0 && w[i - 1]!.job > job) i--;
-      w.splice(i, 0, { job, resolve });
-    });
-  }
+  else await new Promise<void>((resolve) => s!.waiting.push(resolve));
   return () => {
     const next = s!.waiting.shift();
-    if (next) next.resolve();
+    if (next) next();
     else s!.free++;
   };
 }

@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { SMTPServer } from 'smtp-server';
-import { renderedCharsHeld } from '../../src/mail/render-ahead.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
@@ -318,52 +316,6 @@ describe('sending: upsert → decision → SMTP → result', () => {
     for (const m of got) assert.equal(parseMessage(m.raw).html.split(marker).length - 1, 40, 'each message carries the whole template');
     // 40 blocks per copy: one copy for the batch (the 12 messages are one send job).
     assert.equal(copies / 40, 1, `template content read ${copies / 40} times for 12 messages`);
-  });
-
-  // A job rendered all its messages at once, and they waited, rendered, for the
-  // account's five connections: behind a slow (or hostile) SMTP server a job of 50
-  // held 45 rendered messages, each up to the HTML cap (src/mail/render-ahead.ts).
-  test('behind a slow SMTP server the rendered mail a job holds stays within SEND_RENDERED_CHARS and two messages, and none once it is done', async () => {
-    let received = 0;
-    const slow = new SMTPServer({
-      secure: false, disabledCommands: ['STARTTLS'], authOptional: true, logger: false, disableReverseLookup: true,
-      onMailFrom(_address, _session, callback) {
-        setTimeout(callback, 300);
-      },
-      onData(stream, _session, callback) {
-        stream.resume();
-        stream.on('end', () => {
-          received++;
-          callback();
-        });
-      },
-    });
-    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', () => resolve()));
-    try {
-      const block = '<p>Lorem ipsum dolor sit amet, consectetur adipiscing elit.</p>\n';
-      const content = `<html><body><p>{{ contact.email }}</p>${block.repeat(3000)}</body></html>`;
-      const s = await setup(t, (slow.server.address() as AddressInfo).port, { content, alt_content: 'Hi' });
-      await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
-      const up = await s.a.post('/email/contacts/bulk-upsert', { contacts: Array.from({ length: 30 }, (_, i) => ({ email: `slow${i}@example.com` })) });
-      assert.equal(up.statusCode, 200, up.body);
-      let peak = 0;
-      const sampler = setInterval(() => (peak = Math.max(peak, renderedCharsHeld())), 5);
-      const budget = 1024 * 1024;
-      try {
-        await drain(t, { config: { sendRenderedChars: budget } });
-      } finally {
-        clearInterval(sampler);
-      }
-      assert.equal(received, 30);
-      assert.equal(renderedCharsHeld(), 0, 'every message released what it held');
-      // A message is the template, quoted-printable (a few % longer), plus tracking:
-      // about 200,000 characters, the 30 about 6 Mi (all of them held, before).
-      const one = content.length;
-      assert.ok(peak <= budget + 2 * one * 1.2, `held ${peak} characters, one message is about ${one}`);
-      assert.ok(peak >= budget, `held ${peak} characters: renders go ahead up to the budget`);
-    } finally {
-      await new Promise<void>((resolve) => slow.close(() => resolve()));
-    }
   });
 
   test('a row left in `sending` by a dead worker is never sent again: failed after the lease', async () => {
