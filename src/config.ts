@@ -62,6 +62,8 @@ export type Config = {
   sendLeaseSeconds: number;
   /** Messages one pooled SMTP connection carries before it is closed and a new one opened (nodemailer's maxMessages). */
   smtpMessagesPerConnection: number;
+  /** Characters of large rendered mail a worker's send jobs hold, beyond one message per job (mail/render-ahead.ts). */
+  sendRenderedChars: number;
   /** Caps on parsing and rendering templates (RENDER_* variables; lib/render-limits.ts). */
   render: RenderLimits;
 
@@ -222,6 +224,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const sendRetryDelays = seconds(env, 'SEND_RETRY_DELAYS', [60, 300, 1800, 7200]);
   const sendLeaseSeconds = int(env, 'SEND_LEASE_SECONDS', 600, 60, 86_400);
   const smtpMessagesPerConnection = int(env, 'SMTP_MESSAGES_PER_CONNECTION', 100, 1, 100_000);
+  const sendRenderedChars = int(env, 'SEND_RENDERED_CHARS', 32 * 1024 * 1024, 1024 * 1024, 1024 * 1024 * 1024);
   const retryJitter = int(env, 'RETRY_JITTER_PERCENT', 20, 0, 50) / 100;
   const intake = loadIntakeConfig(env, (name, fallback, min, max) => int(env, name, fallback, min, max), (m) => new ConfigError(m));
   const inbound = loadInboundConfig((name, fallback, min, max) => int(env, name, fallback, min, max), (name) => str(env, name), (m) => new ConfigError(m));
@@ -251,7 +254,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     serviceName, logLevel, logFormat, bodyLimitBytes, workerConcurrency, runWorker, signInRateLimitPerMinute,
     workerDeadAfterS, webhookTimeoutMs, webhookRetryDelays, allowedPrivateTargets, allowedPrivateTargetsSource,
     webhookConcurrency,
-    sendRetryDelays, sendLeaseSeconds, smtpMessagesPerConnection, retryJitter,
+    sendRetryDelays, sendLeaseSeconds, smtpMessagesPerConnection, sendRenderedChars, retryJitter,
     webhookPausedBacklogDays,
     webhookPausedBacklogMax,
     render,

@@ -62,7 +62,7 @@ export async function renderMessage(m: MessageInput, opts: RenderOptions = {}): 
   };
   // A cache miss parses too: the budget covers a parse and a render.
   const r = await runTemplateTask<RenderMessageResult>(opts.pool ?? untrustedPool(), 'renderMessage', input, limits.parseBudgetMs + limits.renderBudgetMs, opts.team);
-  if (!r.ok) throw new RenderFailure(r.field, r.limit ? 'limit' : 'liquid', `${r.field}: ${r.message}`);
+  if (!r.ok) throw new RenderFailure(r.field, r.limit ? 'limit' : 'liquid', `${r.field}: ${r.message}`, r.size === true);
 
   const messageId = messageIdFor(m.sendLogId, account.from_email);
   const fromName = m.sendData.from_name || account.from_name || '';

@@ -35,6 +35,9 @@ import { transportOptions, type MailSecurity } from './transport.ts';
 import { loadSigningKeys, signaturesFor, type ActiveKey } from './dkim.ts';
 import { DKIM_OPTION, installDkimSigner, type DkimOption } from './dkim-sign.ts';
 import { HOLD_OPTION, installWholeMessage } from './whole-message.ts';
+import { RenderAhead, type Ticket } from './render-ahead.ts';
+import type { MimePart } from '../templates/mime-part.ts';
+import type { RenderLimits } from '../lib/render-limits.ts';
 import { idIn } from '../db/ids.ts';
 
 /** Sends whose messages wait while the send is paused: broadcasts and automation sends (their lists are written ahead). */
@@ -47,6 +50,20 @@ export { dailyCap } from './daily-usage.ts';
 export const SEND_BATCH = 50;
 /** Pooled SMTP connections per mail account and worker process. */
 const SMTP_CONNECTIONS = 5;
+/**
+ * Ordinary mail: a message is first rendered with its output and HTML cut to
+ * this many characters, and all of a job's messages are rendered at once, as
+ * they wait for the account's connections (render-ahead.ts). Newsletters are
+ * well under it (Gmail clips at 102 KiB).
+ */
+const SMALL_MESSAGE_CHARS = 256 * 1024;
+const partChars = (p: MimePart) => (typeof p === 'string' ? p.length : p.raw.length);
+
+/** The limits of a first render: the output and HTML caps cut to `chars`, the same object when they are under it already. */
+function smallRender(limits: RenderLimits, chars: number): RenderLimits {
+  if (limits.maxOutputChars <= chars && limits.maxHtmlChars <= chars) return limits;
+  return { ...limits, maxOutputChars: Math.min(limits.maxOutputChars, chars), maxHtmlChars: Math.min(limits.maxHtmlChars, chars) };
+}
 
 type SendRow = {
   id: string;
@@ -147,6 +164,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
   if (!appSecret) throw new Error('APP_SECRET is required to send e-mail');
   // Rebuilt in the pool's threads (render-tasks.ts), which derive the tracking key from the secret.
   const links = { publicUrl: config.publicUrl, appSecret };
+  const smallLimits = smallRender(config.render, SMALL_MESSAGE_CHARS);
   const allow = parseAllowList(config.allowedPrivateTargets);
 
   // Claims are group-committed per account and cap: the sends of this process
@@ -173,7 +191,7 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
    */
   async function sendOne(
     row: SendRow, loaded: Context | string | undefined, rec: Recorder, allowance: Allowance, waiting: SendRow[], signing: Signing,
-    nextMinute: SendRow[], job: { hold: boolean },
+    nextMinute: SendRow[], job: SendJob, held: { ticket?: Ticket },
   ): Promise<'claimed' | 'unclaimed'> {
     // A paused broadcast holds its messages back, `queued`: start enqueues them again.
     if (loaded === 'paused') return 'unclaimed';
@@ -185,16 +203,25 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
       // The unsubscribe link names the recipient (contact, or the address for
       // mail to a non-contact), so it outlives this row (retention).
       const recipient = { teamId: row.team_id, contactId: row.contact_id, email: row.email };
-      message = await renderMessage(
-        {
-          sendLogId: row.id, contact: contact ?? {}, template, account, sendData, event, campaign, links, recipient,
-          ...(transactional ? {
-            variables: transactional.variables, toEmail: row.email, toName: transactional.to_name,
-            replyTo: transactional.reply_to, listUnsubscribe: transactional.list_unsubscribe, hasContact: contact !== null,
-          } : {}),
-        },
-        { limits: config.render, team: row.team_id, mime: true },
-      );
+      const input = {
+        sendLogId: row.id, contact: contact ?? {}, template, account, sendData, event, campaign, links, recipient,
+        ...(transactional ? {
+          variables: transactional.variables, toEmail: row.email, toName: transactional.to_name,
+          replyTo: transactional.reply_to, listUnsubscribe: transactional.list_unsubscribe, hasContact: contact !== null,
+        } : {}),
+      };
+      const render = (limits: RenderLimits) => renderMessage(input, { limits, team: row.team_id, mime: true });
+      try {
+        message = await render(smallLimits);
+      } catch (err) {
+        if (!(err instanceof RenderFailure && err.size && smallLimits !== config.render)) throw err;
+        // Larger than ordinary mail: rendered again with the full caps once its
+        // job has no other large message in flight and the process has room to
+        // hold it (render-ahead.ts); the caps' own failures come from this render.
+        held.ticket = await job.large.enter();
+        message = await render(config.render);
+        held.ticket.hold(partChars(message.html) + partChars(message.text));
+      }
     } catch (err) {
       // The template's fault (a cap, its budget, a Liquid error): this message
       // fails, the batch and the campaign go on. Anything else (a full pool)
@@ -315,11 +342,15 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
         onErrors: (errors) => helpers.logger.error(`DKIM signing failed: ${errors.map((e) => String((e as { err?: unknown }).err ?? e)).join('; ')}`),
       };
       let outcomes: PromiseSettledResult<'claimed' | 'unclaimed'>[];
+      const job: SendJob = { hold: true, large: new RenderAhead({ renderingPerJob: 1, processChars: config.sendRenderedChars }) };
       try {
         await allowance.reserve(db);
-        const job = { hold: true };
-        outcomes = await Promise.allSettled(rows.map((row) => sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute, job)));
+        outcomes = await Promise.allSettled(rows.map((row) => {
+          const held: { ticket?: Ticket } = {};
+          return sendOne(row, contexts.get(row.id), rec, allowance, waiting, signing, nextMinute, job, held).finally(() => held.ticket?.done());
+        }));
       } finally {
+        job.large.close();
         await allowance.release(db);
       }
       await wakeNextDay(db, waiting);
@@ -357,6 +388,12 @@ function withInboundAddresses(message: SendableMessage, account: Account, row: S
 }
 /** The opened private keys of a batch's active DKIM keys, and where signing errors go. */
 type Signing = { keys: Map<string, string>; onErrors: (errors: unknown[]) => void };
+
+/**
+ * One run of a send job: whether its messages still send their envelope while
+ * their claim commits, and its place among the large messages (render-ahead.ts).
+ */
+type SendJob = { hold: boolean; large: RenderAhead };
 
 /** Today's UTC date, as a reserved slot's day is written (`YYYY-MM-DD`). */
 const utcDay = () => new Date().toISOString().slice(0, 10);

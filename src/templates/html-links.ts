@@ -27,7 +27,7 @@ export function rewriteHtml(html: string, opts: HtmlRewrite): string {
   let copied = 0; // html before this index is in `out`
   const push = (s: string) => {
     size += s.length;
-    if (size > opts.maxChars) throw new TemplateLimitError(`HTML with tracking is longer than ${opts.maxChars} characters`);
+    if (size > opts.maxChars) throw new TemplateLimitError(`HTML with tracking is longer than ${opts.maxChars} characters`, true);
     out.push(s);
   };
   const copyTo = (end: number) => {

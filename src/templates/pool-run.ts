@@ -13,11 +13,14 @@ import type { TemplateField } from './render-tasks.ts';
 export class RenderFailure extends Error {
   readonly field: TemplateField;
   readonly reason: 'limit' | 'timeout' | 'memory' | 'crashed' | 'liquid';
-  constructor(field: TemplateField, reason: RenderFailure['reason'], message: string) {
+  /** Over a cap on characters written (output or final HTML), not time or loops. */
+  readonly size: boolean;
+  constructor(field: TemplateField, reason: RenderFailure['reason'], message: string, size = false) {
     super(message);
     this.name = 'RenderFailure';
     this.field = field;
     this.reason = reason;
+    this.size = size;
   }
 }
 

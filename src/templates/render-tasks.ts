@@ -126,7 +126,7 @@ export type RenderMessageInput = {
 
 export type RenderMessageResult =
   | { ok: true; subject: string; html: MimePart; text: MimePart; unsubscribeUrl: string | null }
-  | { ok: false; field: TemplateField; message: string; limit: boolean };
+  | { ok: false; field: TemplateField; message: string; limit: boolean; size?: boolean };
 
 const linkMakers = new Map<string, TrackingLinks>();
 function trackingLinks(publicUrl: string, appSecret: string): TrackingLinks {
@@ -216,7 +216,8 @@ export function renderMessage(m: RenderMessageInput, pre?: Partial<Record<Templa
     return { ok: true, subject, html, text, unsubscribeUrl };
   } catch (err) {
     if (!(err instanceof FieldError)) throw err;
-    return { ok: false, field: err.field, message: err.message, limit: limitErrorOf(err.source) !== undefined };
+    const limit = limitErrorOf(err.source);
+    return { ok: false, field: err.field, message: err.message, limit: limit !== undefined, ...(limit?.size ? { size: true } : {}) };
   }
 }
 

@@ -38,9 +38,12 @@ const FILE_TAGS = ['include', 'render', 'layout'];
 
 /** A template or render over one of the caps of lib/render-limits.ts: the template's fault, reported as such (422, or a failed message). */
 export class TemplateLimitError extends Error {
-  constructor(message: string) {
+  /** A cap on characters written (the render's output, the final HTML), not on time or loops. */
+  readonly size: boolean;
+  constructor(message: string, size = false) {
     super(message);
     this.name = 'TemplateLimitError';
+    this.size = size;
   }
 }
 
@@ -105,6 +108,7 @@ class RenderBudget {
     if (this.written > this.limits.maxOutputChars) {
       throw new TemplateLimitError(
         `renders more than ${this.limits.maxOutputChars} characters (text written into capture and assign counts too)`,
+        true,
       );
     }
   }

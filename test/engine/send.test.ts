@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import type { Socket } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
+import { SMTPServer } from 'smtp-server';
+import { renderedCharsHeld } from '../../src/mail/render-ahead.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { TrackingLinks } from '../../src/lib/tracking-links.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
@@ -316,6 +318,80 @@ describe('sending: upsert → decision → SMTP → result', () => {
     for (const m of got) assert.equal(parseMessage(m.raw).html.split(marker).length - 1, 40, 'each message carries the whole template');
     // 40 blocks per copy: one copy for the batch (the 12 messages are one send job).
     assert.equal(copies / 40, 1, `template content read ${copies / 40} times for 12 messages`);
+  });
+
+  /** An SMTP server that answers MAIL FROM after `delayMs` and counts what it receives, keeping nothing. */
+  async function slowServer(delayMs: number) {
+    const got = { count: 0 };
+    const server = new SMTPServer({
+      secure: false, disabledCommands: ['STARTTLS'], authOptional: true, logger: false, disableReverseLookup: true, closeTimeout: 100,
+      onMailFrom(_address, _session, callback) {
+        setTimeout(callback, delayMs);
+      },
+      onData(stream, _session, callback) {
+        stream.resume();
+        stream.on('end', () => {
+          got.count++;
+          callback();
+        });
+      },
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    return { got, port: (server.server.address() as AddressInfo).port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  }
+
+  // A job renders all its messages at once and they wait, rendered, for the
+  // account's five connections: behind a slow (or hostile) SMTP server a job held
+  // most of them, each up to the caps. Large ones are now rendered only while the
+  // worker holds less than SEND_RENDERED_CHARS of them (src/mail/render-ahead.ts).
+  test('behind a slow SMTP server, large messages held stay within SEND_RENDERED_CHARS and one more, none once done', async () => {
+    const slow = await slowServer(300);
+    try {
+      const block = '<p>Lorem ipsum dolor sit amet, consectetur adipiscing elit.</p>\n';
+      const content = `<html><body><p>{{ contact.email }}</p>${block.repeat(4800)}</body></html>`;
+      const s = await setup(t, slow.port, { content, alt_content: 'Hi' });
+      await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+      const up = await s.a.post('/email/contacts/bulk-upsert', { contacts: Array.from({ length: 12 }, (_, i) => ({ email: `slow${i}@example.com` })) });
+      assert.equal(up.statusCode, 200, up.body);
+      let peak = 0;
+      const sampler = setInterval(() => (peak = Math.max(peak, renderedCharsHeld())), 5);
+      const budget = 1024 * 1024;
+      try {
+        await drain(t, { config: { sendRenderedChars: budget } });
+      } finally {
+        clearInterval(sampler);
+      }
+      assert.equal(slow.got.count, 12);
+      assert.deepEqual([...new Set((await sendLog(t, s.teamId)).map((r) => r.status))], ['sent']);
+      assert.equal(renderedCharsHeld(), 0, 'every message released what it held');
+      // A message is over 300,000 characters (past the first render's cut), the 12
+      // about 3.6 Mi: all held at once before.
+      const one = content.length;
+      assert.ok(one > 256 * 1024);
+      assert.ok(peak <= budget + one * 1.2, `held ${peak} characters, one message is about ${one}`);
+      assert.ok(peak >= budget, `held ${peak} characters: large renders go ahead up to the budget`);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  test('a message over the first render\'s cut is sent whole; one over the full cap fails naming the full cap', async () => {
+    const block = '<p>Lorem ipsum dolor sit amet, consectetur adipiscing elit.</p>\n';
+    const content = `<html><body>{% if contact.first_name == "Huge" %}${block.repeat(9000)}{% endif %}${block.repeat(4800)}</body></html>`;
+    const s = await setup(t, sink.port, { content, alt_content: 'Hi' });
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
+    assert.equal((await s.a.post('/email/contacts/upsert', { email: 'big@example.com', first_name: 'Big' })).statusCode, 200);
+    assert.equal((await s.a.post('/email/contacts/upsert', { email: 'huge@example.com', first_name: 'Huge' })).statusCode, 200);
+    const before = sink.messages.length;
+    const render = { ...testConfig().render, maxOutputChars: 600_000, maxHtmlChars: 600_000 };
+    await drain(t, { config: { render } });
+    const rows = await sendLog(t, s.teamId);
+    const big = rows.find((r) => r.email === 'big@example.com')!;
+    const huge = rows.find((r) => r.email === 'huge@example.com')!;
+    assert.equal(big.status, 'sent');
+    assert.equal(parseMessage(sink.messages[before]!.raw).html.split(block.trim()).length - 1, 4800);
+    assert.equal(huge.status, 'failed');
+    assert.match(huge.last_error!, /600000 characters/);
   });
 
   test('a row left in `sending` by a dead worker is never sent again: failed after the lease', async () => {
