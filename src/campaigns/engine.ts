@@ -26,7 +26,6 @@ import { suppressionsInForce, type SuppressionReason } from '../contacts/suppres
 export type Clock = () => Date;
 type Tx = Transaction<Database>;
 
-
 export type Candidate = {
   event_id: string;
   team_id: string;
