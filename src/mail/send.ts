@@ -21,7 +21,7 @@ import { sql } from 'kysely';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
-import { idsRecordset, recordset } from '../db/recordset.ts';
+import { recordset } from '../db/recordset.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
 import { Allowance, claimManyForSmtp, dailyCap, takeMinuteSlot, wakeNextDay, wakeNextMinute, type ClaimItem } from './daily-usage.ts';
@@ -108,6 +108,9 @@ function transportFor(account: Account, { db, appSecret, teamId, allow, perConne
   if (cached && cached.version === version && cached.allow === allow && cached.perConnection === perConnection) return cached.transport;
   cached?.transport.then((t) => t.close(), () => {});
   const transport = getMailAccountPassword(db, appSecret, teamId, account.id).then((password) => {
+    // No textEncoding, encoding, newline or attachDataUrls defaults here: the parts
+    // pre-encoded in the render pool are nodemailer's own bytes only without them
+    // (templates/mime-part.ts, test/mail/mime-part.test.ts).
     const t = nodemailer.createTransport({
       ...transportOptions(account, password, allow), pool: true, maxConnections: SMTP_CONNECTIONS, maxMessages: perConnection,
     });
@@ -559,7 +562,7 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
       LEFT JOIN contacts k ON k.id = l.contact_id AND k.team_id = l.team_id
      WHERE ${idIn('l.id', claimed.map((r) => r.id))}`.execute(db);
   const byId = new Map(claimed.map((r) => [r.id, r]));
-  const templates = single ? null : await templatesByKey(db, rows.map((r) => r.template as TemplateRef | null));
+  const templates = single ? null : await templatesByKey(db, rows.map((r) => ({ template: r.template as TemplateRef | null, team_id: byId.get(r.id)!.team_id })));
   const out = new Map<string, Context | string>();
   for (const r of rows) {
     // Updated between the two reads: the message goes with the version read second, as if queued a moment later.
@@ -613,15 +616,18 @@ const TEMPLATE_KEY = sql`jsonb_build_object('id', t.id, 'key', t.id || '@' || t.
 /**
  * The batch's templates, each read once, by version key and by id (a template
  * updated since the batch's first read is found by id, at its new version).
- * Their team was checked by the first read, which found them by message and team.
+ * Each by its id and the team of the message that uses it.
  */
-async function templatesByKey(db: Db, refs: (TemplateRef | null)[]): Promise<Map<string, TemplateRow>> {
-  const ids = [...new Set(refs.filter((t) => t !== null).map((t) => t.id))];
+async function templatesByKey(db: Db, refs: { template: TemplateRef | null; team_id: string }[]): Promise<Map<string, TemplateRow>> {
+  const pairs = new Map<string, { id: string; team_id: string }>();
+  for (const r of refs) if (r.template) pairs.set(r.template.id, { id: r.template.id, team_id: r.team_id });
   const out = new Map<string, TemplateRow>();
-  if (ids.length === 0) return out;
+  if (pairs.size === 0) return out;
+  const list = [...pairs.values()];
   const { rows } = await sql<TemplateRow & { id: string }>`${sql.raw(PREPARED)}
     SELECT t.id, t.id || '@' || t.updated_at AS key, t.subject, t.content, t.alt_content
-      FROM templates t WHERE t.id IN (SELECT x.id FROM ${idsRecordset(ids)} AS x)`.execute(db);
+      FROM ${recordset(JSON.stringify(list), list.length, 'x (id uuid, team_id uuid)')} AS x
+      JOIN templates t ON t.id = x.id AND t.team_id = x.team_id`.execute(db);
   for (const { id, ...t } of rows) {
     out.set(t.key, t);
     out.set(id, t);

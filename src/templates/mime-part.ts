@@ -30,7 +30,13 @@ const LINE_LENGTH = 76;
  */
 export const MAX_ENCODED_CHARS = 1024 * 1024;
 
-/** `text` as the `html` (subtype `html`) or `text` (`plain`) alternative of a nodemailer message. */
+/**
+ * `text` as the `html` (subtype `html`) or `text` (`plain`) alternative of a
+ * nodemailer message that has both (multipart/alternative): a `raw` part as the
+ * message's only part would be its root, written without the message's headers.
+ * Byte for byte nodemailer's own only while the message sets none of
+ * `textEncoding`, `encoding`, `newline` or `attachDataUrls` (mail/send.ts sets none).
+ */
 export function mimePart(subtype: 'html' | 'plain', text: string): MimePart {
   // An empty part is left out of the message by nodemailer: it stays as it is.
   if (!text || text.length > MAX_ENCODED_CHARS) return text;

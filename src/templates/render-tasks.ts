@@ -212,7 +212,10 @@ export function renderMessage(m: RenderMessageInput, pre?: Partial<Record<Templa
       rewriteHtml(html, { rewriteHref: click ? track : undefined, bodyEnd: bodyEnd || undefined, maxChars: m.limits.maxHtmlChars }),
     );
     if (click) text = text.replace(BARE_URL, (url) => track(url) ?? url);
-    if (m.mime) return { ok: true, subject, html: mimePart('html', html), text: mimePart('plain', text), unsubscribeUrl };
+    // Only both parts together: nodemailer then composes multipart/alternative, each
+    // part a child; a lone part would be the message's root node, and a raw root is
+    // written as it is, without the message's own headers (From, To, Subject, …).
+    if (m.mime && html && text) return { ok: true, subject, html: mimePart('html', html), text: mimePart('plain', text), unsubscribeUrl };
     return { ok: true, subject, html, text, unsubscribeUrl };
   } catch (err) {
     if (!(err instanceof FieldError)) throw err;

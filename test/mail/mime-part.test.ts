@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { MAX_ENCODED_CHARS, mimePart, type MimePart } from '../../src/templates/mime-part.ts';
+import { renderMessage as renderTask } from '../../src/templates/render-tasks.ts';
+import { DEFAULT_RENDER_LIMITS } from '../../src/lib/render-limits.ts';
 
 const FIXED = { from: 'a@example.com', to: 'b@example.com', subject: 'Hi', messageId: '<m@example.com>', date: new Date(0), baseBoundary: 'fixed' };
 
@@ -16,8 +18,10 @@ function compose(html: MimePart, text: MimePart): Promise<string> {
 }
 
 async function same(html: string, text: string): Promise<{ raw: number }> {
-  const h = mimePart('html', html);
-  const t = mimePart('plain', text);
+  // As render-tasks.ts: encoded only when the message has both parts.
+  const both = html !== '' && text !== '';
+  const h = both ? mimePart('html', html) : html;
+  const t = both ? mimePart('plain', text) : text;
   assert.equal(await compose(h, t), await compose(html, text), `html ${JSON.stringify(html.slice(0, 80))}…, text ${JSON.stringify(text.slice(0, 80))}…`);
   return { raw: (typeof h === 'object' ? 1 : 0) + (typeof t === 'object' ? 1 : 0) };
 }
@@ -84,4 +88,38 @@ test('a text past the cap is left to nodemailer, which streams it', () => {
   const over = under + long;
   assert.equal(typeof mimePart('html', under), 'object');
   assert.equal(mimePart('html', over), over);
+});
+
+// Through the render task as the send path calls it (mime: true), then composed with
+// the message's headers: the same bytes as the strings of mime: false, also when one
+// part is empty (a lone raw part would become the message's root and lose its headers).
+test('a rendered message with mime: true composes as the strings do, with one part empty too', async () => {
+  const links = { publicUrl: 'https://plover.example.com', appSecret: '0123456789abcdef0123456789abcdef01234567' };
+  const long = `<p>${'Lorem ipsum dolor sit amet, consectetur adipiscing elit. '.repeat(8)}</p>`;
+  const cases = [
+    { content: `<html><body>${long}<a href="https://example.com/a">a</a></body></html>`, alt_content: 'Hello, see https://example.com/a' },
+    // Image-only HTML: the derived text is empty; the pixel makes a long line.
+    { content: '<html><body><img src="https://cdn.example.com/banner.png" alt=""></body></html>', alt_content: '' },
+    // alt_content that renders empty.
+    { content: `<html><body>${long}</body></html>`, alt_content: '{{ nothing }}' },
+  ];
+  let raw = 0;
+  for (const template of cases) {
+    const input = {
+      sendLogId: '01a2b3c4-0000-7000-8000-000000000001', contact: { email: 'ann@example.com' }, template: { subject: 'Hi {{ contact.email }}', ...template },
+      sendData: {}, event: null, campaign: null, links, limits: DEFAULT_RENDER_LIMITS,
+    };
+    const strings = renderTask(input);
+    const parts = renderTask({ ...input, mime: true });
+    assert.ok(strings.ok && parts.ok);
+    if (typeof parts.html === 'object') raw++;
+    const full = (r: typeof parts & { ok: true }) => ({ ...FIXED, subject: r.subject, html: r.html, text: r.text });
+    const compose2 = (o: object) => new Promise<string>((resolve, reject) => {
+      new MailComposer(o as never).compile().build((err, m) => (err ? reject(err) : resolve(m.toString('latin1'))));
+    });
+    const a = await compose2(full(parts));
+    assert.equal(a, await compose2(full(strings)));
+    assert.match(a, /^Subject: Hi ann@example\.com$/m, 'the message keeps its headers');
+  }
+  assert.equal(raw, 1, 'only the message with both parts is sent pre-encoded');
 });
