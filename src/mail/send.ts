@@ -533,7 +533,7 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
   const hmacs = claimed.map((r) => emailHmac(appSecret, r.email));
   // A batch's messages mostly share a template or two: its content (up to the
   // template cap, a newsletter typically 20-100 KiB) is read once per template
-  // (templatesByKey), not once per message; a lone message reads it inline.
+  // (templatesById), not once per message; a lone message reads it inline.
   const single = claimed.length === 1;
   const { rows } = await sql<Record<string, any>>`${sql.raw(PREPARED)}
     SELECT l.id, to_jsonb(k) AS contact,
@@ -562,11 +562,11 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
       LEFT JOIN contacts k ON k.id = l.contact_id AND k.team_id = l.team_id
      WHERE ${idIn('l.id', claimed.map((r) => r.id))}`.execute(db);
   const byId = new Map(claimed.map((r) => [r.id, r]));
-  const templates = single ? null : await templatesByKey(db, rows.map((r) => ({ template: r.template as TemplateRef | null, team_id: byId.get(r.id)!.team_id })));
+  const templates = single ? null : await templatesById(db, rows.map((r) => ({ template: r.template as TemplateRef | null, team_id: byId.get(r.id)!.team_id })));
   const out = new Map<string, Context | string>();
   for (const r of rows) {
     // Updated between the two reads: the message goes with the version read second, as if queued a moment later.
-    if (templates && r.template) r.template = templates.get(r.template.key) ?? templates.get(r.template.id) ?? null;
+    if (templates && r.template) r.template = templates.get(r.template.id) ?? null;
     const row = byId.get(r.id)!;
     const transactional = r.source === 'transactional';
     if (!r.contact && !transactional) out.set(r.id, 'cancelled');
@@ -607,18 +607,19 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
   return out;
 }
 
-type TemplateRef = { id: string; key: string };
+type TemplateRef = { id: string };
 type TemplateRow = { key: string; subject: string | null; content: string; alt_content: string };
-// A template's version key: it names the compiled template cached in the render pool's threads.
+// `key`, a template's version: it names the compiled template cached in the render pool's threads.
 const TEMPLATE_WHOLE = sql`jsonb_build_object('key', t.id || '@' || t.updated_at, 'subject', t.subject, 'content', t.content, 'alt_content', t.alt_content)`;
-const TEMPLATE_KEY = sql`jsonb_build_object('id', t.id, 'key', t.id || '@' || t.updated_at)`;
+// In a batch, only which template (of the message's team) the message uses; templatesById reads it.
+const TEMPLATE_KEY = sql`jsonb_build_object('id', t.id)`;
 
 /**
- * The batch's templates, each read once, by version key and by id (a template
- * updated since the batch's first read is found by id, at its new version).
- * Each by its id and the team of the message that uses it.
+ * The batch's templates by id, each read once, by its id and the team of the
+ * message that uses it (one updated since the batch's first read is found at
+ * its new version).
  */
-async function templatesByKey(db: Db, refs: { template: TemplateRef | null; team_id: string }[]): Promise<Map<string, TemplateRow>> {
+async function templatesById(db: Db, refs: { template: TemplateRef | null; team_id: string }[]): Promise<Map<string, TemplateRow>> {
   const pairs = new Map<string, { id: string; team_id: string }>();
   for (const r of refs) if (r.template) pairs.set(r.template.id, { id: r.template.id, team_id: r.team_id });
   const out = new Map<string, TemplateRow>();
@@ -628,10 +629,7 @@ async function templatesByKey(db: Db, refs: { template: TemplateRef | null; team
     SELECT t.id, t.id || '@' || t.updated_at AS key, t.subject, t.content, t.alt_content
       FROM ${recordset(JSON.stringify(list), list.length, 'x (id uuid, team_id uuid)')} AS x
       JOIN templates t ON t.id = x.id AND t.team_id = x.team_id`.execute(db);
-  for (const { id, ...t } of rows) {
-    out.set(t.key, t);
-    out.set(id, t);
-  }
+  for (const { id, ...t } of rows) out.set(id, t);
   return out;
 }
 
