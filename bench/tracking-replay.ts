@@ -4,10 +4,15 @@
 // Prints hits/s and latency, and what the loop left in the database: counted
 // opens/clicks, events, webhook deliveries and stored hit rows against the raw
 // number of hits. A replay of one link must count once an hour and stay cheap.
+// Per hit it also prints the app's and PostgreSQL's CPU (a local server's
+// postmaster and its children), and with `--pg-stats` PostgreSQL's time per
+// statement (bench/lib/pg-stats.ts).
 import { sql } from 'kysely';
 import { TrackingLinks } from '../src/lib/tracking-links.ts';
 import { createTeam } from '../src/teams/queries.ts';
+import { cpuMeter, localPostmaster } from './lib/cpu.ts';
 import { assertClean, measure } from './lib/load.ts';
+import { pgStats, statsTable } from './lib/pg-stats.ts';
 import { fmt, table } from './lib/report.ts';
 import { startServer } from './lib/server.ts';
 import type { BenchOptions } from './lib/types.ts';
@@ -35,17 +40,27 @@ export async function run(opts: BenchOptions): Promise<void> {
   opts.defer(() => app.stop());
   const links = new TrackingLinks(app.origin, database.appSecret);
 
+  const { rows: backend } = await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(db);
+  const postmaster = localPostmaster(backend[0]!.pid);
+  const statements = opts.switches['pg-stats'] ? await pgStats(db, log) : null;
+  const perHit = (x: number | undefined, hits: number) => (x === undefined ? '-' : fmt((x * 1e6) / Math.max(1, hits), 0));
   const results: (string | number)[][] = [];
+  const statementTables: string[] = [];
   const loops = [
     { label: 'open pixel', url: links.openPixelUrl(sendId) },
     { label: 'click link', url: links.clickUrl(sendId, 'https://example.com/offer') },
   ];
   for (const loop of loops) {
     log(`tracking-replay: ${loop.label}, ${connections} connections, ${duration} s`);
+    await statements?.reset();
+    const cpu = cpuMeter([app.pid], postmaster);
     const r = await measure({ url: loop.url, connections, duration, headers: { 'user-agent': BROWSER_UA } }, app);
+    const spent = cpu();
     // Clicks answer 302, which autocannon counts as non-2xx: only errors matter here.
     assertClean(loop.label, { ...r, non2xx: 0 });
-    results.push([loop.label, fmt(r.reqPerSec, 0), fmt(r.p50Ms, 2), fmt(r.p99Ms, 2), r.requests]);
+    results.push([loop.label, fmt(r.reqPerSec, 0), fmt(r.p50Ms, 2), fmt(r.p99Ms, 2), r.requests,
+      perHit(spent.processes[0], r.requests), perHit(spent.postgres, r.requests)]);
+    if (statements) statementTables.push(`${loop.label}:\n${statsTable(await statements.top(12), 'hit', r.requests)}`);
   }
 
   const counts = await sql<Record<string, string>>`
@@ -61,7 +76,11 @@ export async function run(opts: BenchOptions): Promise<void> {
   const raw = 'open_hits_count' in row ? `${row.open_hits_count} opens, ${row.click_hits_count} clicks` : '(no raw-hit columns)';
 
   process.stdout.write(`\nTracking replay loop (one message, ${connections} connections, ${duration} s per loop)\n`);
-  process.stdout.write(table(['loop', 'hits/s', 'p50 ms', 'p99 ms', 'hits'], results, ['left', 'right', 'right', 'right', 'right']) + '\n');
+  process.stdout.write(
+    table(['loop', 'hits/s', 'p50 ms', 'p99 ms', 'hits', 'app CPU µs/hit', 'PostgreSQL CPU µs/hit'], results,
+      ['left', 'right', 'right', 'right', 'right', 'right', 'right']) + '\n',
+  );
+  for (const t of statementTables) process.stdout.write(`\n${t}\n`);
   process.stdout.write(
     `counted: opens ${c.opens}, clicks ${c.clicks}; events ${c.events}; process_events jobs ${c.jobs}; ` +
       `stored hit rows ${c.stored_hits}; raw hits ${raw}\n`,
