@@ -55,7 +55,7 @@ const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
   strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },
   screenshots: { bench: 'stats', usage: '--screenshots          stats: full-page screenshots of the dashboard at this size into docs/screenshots/ (needs Chromium)' },
-  'pg-stats': { bench: 'campaigns,webhooks,tracking-replay', usage: '--pg-stats             campaigns, webhooks, tracking-replay: PostgreSQL\'s time per statement (pg_stat_statements) of each run; starts the embedded server with it (a DATABASE_URL server must preload it); other benches of the same run share that server' },
+  'pg-stats': { bench: 'campaigns,webhooks,tracking-replay,transactional', usage: '--pg-stats             campaigns, webhooks, tracking-replay, transactional: PostgreSQL\'s time per statement (pg_stat_statements) of each run; starts the embedded server with it (a DATABASE_URL server must preload it); other benches of the same run share that server' },
 };
 
 const USAGE = `usage: npm run bench -- [name...] [--duration <seconds>] [--connections <n>] [benchmark options]

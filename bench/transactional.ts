@@ -25,6 +25,9 @@
 //   batch       --tx-batches (default 5) requests of 500 e-mails, one after the
 //               other (each once its messages are all at the sink): the
 //               request's answer time, and request → the batch's last message.
+//
+// `--pg-stats`: PostgreSQL's own time per statement over the throughput run,
+// API and worker together (bench/lib/pg-stats.ts).
 import { parseAllowList } from '../src/lib/net-guard.ts';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
@@ -42,6 +45,7 @@ import { LatencyHistogram } from './lib/histogram.ts';
 import { timeQueries } from './lib/query-time.ts';
 import { fmt, table } from './lib/report.ts';
 import { startServer } from './lib/server.ts';
+import { pgStats, statsTable } from './lib/pg-stats.ts';
 import type { BenchOptions } from './lib/types.ts';
 import type { AppServerParams } from './servers/app.ts';
 import type { Arrival } from './servers/smtp-sink.ts';
@@ -165,6 +169,8 @@ export async function run(opts: BenchOptions): Promise<void> {
   // Throughput: N submits, `connections` in flight, worker running.
   opts.log(`transactional: throughput, ${fmt(n, 0)} submits, ${opts.connections} in flight`);
   const firstId = seq;
+  const statements = opts.switches['pg-stats'] ? await pgStats(db, opts.log) : null;
+  await statements?.reset();
   const stopTiming = timeQueries();
   const t0 = Date.now();
   let left = n;
@@ -178,6 +184,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   await waitForSink(n, 'throughput');
   const pathS = (Math.max(...(await arrivals()).map((a) => a[1])) - t0) / 1000;
   const queryTimes = stopTiming();
+  const statementTable = statements ? statsTable(await statements.top(15), 'e-mail', n) : null;
   const ids = Array.from({ length: n }, (_, i) => `buyer${firstId + i}@shop.bench.test`);
 
   // Latency at a fixed rate, open loop.
@@ -285,6 +292,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     queryTimes.slice(0, 12).map((q) => [q.kind, fmt(q.calls / n, 2), fmt(q.ms / n, 2)]),
     ['left', 'right', 'right'],
   ));
+  if (statementTable) console.log(`\nthroughput run: PostgreSQL's time per statement (pg_stat_statements), per e-mail:\n${statementTable}`);
   console.log(`\nlatency at ${RATE}/s offered for ${opts.duration} s, open loop (submits sent at ${fmt(ticks / offeredS, 0)}/s, ` +
     `baseline sends at ${fmt(ticks / baseOfferedS, 0)}/s):`);
   const row = (label: string, h: LatencyHistogram) =>

@@ -9,7 +9,7 @@
 // instead of freeing the address (removeSuppression).
 import { createHmac } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
-import type { Db } from '../db/pool.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { recordset } from '../db/recordset.ts';
 import { AppError } from '../lib/errors.ts';
@@ -153,8 +153,12 @@ export async function suppressedForAllMail(db: Db | Tx, teamId: string, emails: 
   if (emails.length === 0) return new Set();
   const unique = [...new Set(emails)];
   const hmacs = unique.map((e) => emailHmac(secret, e));
-  const { rows } = await sql<{ email: string }>`
-    SELECT i.email FROM unnest(${unique}::text[], ${hmacs}::text[]) AS i (email, hmac)
+  // Prepared, the addresses a sized recordset (src/db/recordset.ts): a lone
+  // transactional submit runs this for one address, and unnest() of an array
+  // kept it on a custom plan, planned at every call.
+  const list = JSON.stringify(unique.map((email, k) => ({ email, hmac: hmacs[k] })));
+  const { rows } = await sql<{ email: string }>`${sql.raw(PREPARED)}
+    SELECT i.email FROM ${recordset(list, unique.length, 'i (email text, hmac text)')} AS i
      WHERE EXISTS (SELECT 1 FROM suppressions s
                     WHERE s.team_id = ${teamId} AND s.reason = ANY (${ALL_MAIL_REASONS}::text[])
                       AND (s.email = i.email OR s.email_hmac = i.hmac))`.execute(db);

@@ -12,8 +12,14 @@
 // connection. docs/decisions.md, "Prepared statements".
 import { sql, type RawBuilder } from 'kysely';
 
-/** `column` is written in code (never input): an optionally qualified column name. */
-export function idIn(column: string, ids: readonly string[]): RawBuilder<unknown> {
+/**
+ * `column` is written in code (never input): an optionally qualified column
+ * name. `type` is the values' type: uuid (ids, the default) or text (e.g.
+ * addresses).
+ */
+export function idIn(column: string, ids: readonly string[], type: 'uuid' | 'text' = 'uuid'): RawBuilder<unknown> {
   if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(column)) throw new Error(`idIn: not a column name: ${column}`);
-  return ids.length === 1 ? sql`${sql.raw(column)} = ${ids[0]}::uuid` : sql`${sql.raw(column)} = ANY (${ids}::uuid[])`;
+  if (type !== 'uuid' && type !== 'text') throw new Error(`idIn: not a type: ${String(type)}`);
+  const t = sql.raw(type);
+  return ids.length === 1 ? sql`${sql.raw(column)} = ${ids[0]}::${t}` : sql`${sql.raw(column)} = ANY (${ids}::${t}[])`;
 }

@@ -3,7 +3,9 @@
 // the log (one log for transactional and campaign mail).
 import { createHash } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
-import type { Db } from '../db/pool.ts';
+import { idIn } from '../db/ids.ts';
+import { PREPARED, type Db } from '../db/pool.ts';
+import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import { SEND_BATCH, TRANSACTIONAL_SEND_PRIORITY } from './send.ts';
 import type { EmailStatus } from './emails-schemas.ts';
@@ -30,21 +32,29 @@ export async function loadRefs(
   items: { template_id: string; mail_account_id: string; contact_id?: string | null; to_email: string }[],
 ): Promise<Refs> {
   const ids = (f: (i: (typeof items)[number]) => string | null | undefined) => [...new Set(items.map(f).filter((x): x is string => !!x))];
+  // Prepared, one value written as a scalar (src/db/ids.ts): a lone submit
+  // names one template, account and recipient, and its reads are then planned
+  // a few times per connection instead of at every submit. An empty list
+  // (no item names a contact) reads nothing.
+  const read = async <R>(values: string[], statement: () => Promise<{ rows: R[] }>) => (values.length ? (await statement()).rows : []);
+  const [templateIds, accountIds, contactIds, emails] = [
+    ids((i) => i.template_id), ids((i) => i.mail_account_id), ids((i) => i.contact_id), ids((i) => normalizeEmail(i.to_email)),
+  ];
   const [templates, accounts, byId, byEmail] = await Promise.all([
-    sql<{ id: string; status: string; subject: string | null }>`
-      SELECT id, status, subject FROM templates WHERE team_id = ${teamId} AND id = ANY (${ids((i) => i.template_id)}::uuid[])`.execute(tx),
-    sql<{ id: string; status: string }>`
-      SELECT id, status FROM mail_accounts WHERE team_id = ${teamId} AND id = ANY (${ids((i) => i.mail_account_id)}::uuid[])`.execute(tx),
-    sql<{ id: string; email: string }>`
-      SELECT id, email FROM contacts WHERE team_id = ${teamId} AND id = ANY (${ids((i) => i.contact_id)}::uuid[])`.execute(tx),
-    sql<{ id: string; email: string }>`
-      SELECT id, email FROM contacts WHERE team_id = ${teamId} AND email = ANY (${ids((i) => normalizeEmail(i.to_email))}::text[])`.execute(tx),
+    read(templateIds, () => sql<{ id: string; status: string; subject: string | null }>`${sql.raw(PREPARED)}
+      SELECT id, status, subject FROM templates WHERE team_id = ${teamId}::uuid AND ${idIn('id', templateIds)}`.execute(tx)),
+    read(accountIds, () => sql<{ id: string; status: string }>`${sql.raw(PREPARED)}
+      SELECT id, status FROM mail_accounts WHERE team_id = ${teamId}::uuid AND ${idIn('id', accountIds)}`.execute(tx)),
+    read(contactIds, () => sql<{ id: string; email: string }>`${sql.raw(PREPARED)}
+      SELECT id, email FROM contacts WHERE team_id = ${teamId}::uuid AND ${idIn('id', contactIds)}`.execute(tx)),
+    read(emails, () => sql<{ id: string; email: string }>`${sql.raw(PREPARED)}
+      SELECT id, email FROM contacts WHERE team_id = ${teamId}::uuid AND ${idIn('email', emails, 'text')}`.execute(tx)),
   ]);
   return {
-    templates: new Map(templates.rows.map((r) => [r.id, r])),
-    accounts: new Map(accounts.rows.map((r) => [r.id, r])),
-    contactsById: new Map(byId.rows.map((r) => [r.id, r])),
-    contactsByEmail: new Map(byEmail.rows.map((r) => [r.email, r.id])),
+    templates: new Map(templates.map((r) => [r.id, r])),
+    accounts: new Map(accounts.map((r) => [r.id, r])),
+    contactsById: new Map(byId.map((r) => [r.id, r])),
+    contactsByEmail: new Map(byEmail.map((r) => [r.email, r.id])),
   };
 }
 
@@ -116,12 +126,14 @@ export type InsertedEmail = { id: string; created_at: Date };
  */
 export async function insertEmails(tx: Tx, teamId: string, emails: NewEmail[]): Promise<InsertedEmail[]> {
   if (emails.length === 0) return [];
-  const { rows } = await sql<{ id: string; created_at: Date; status: string }>`
+  // Prepared, the batch a sized recordset (src/db/recordset.ts): planned a few
+  // times per connection and size class, not at every submit.
+  const { rows } = await sql<{ id: string; created_at: Date; status: string }>`${sql.raw(PREPARED)}
     WITH x AS MATERIALIZED (
       SELECT plover_uuid_v7() AS id, x.*
-        FROM jsonb_to_recordset(${JSON.stringify(emails.map((e, ord) => ({ ...e, ord })))}::jsonb) AS x (
+        FROM ${recordset(JSON.stringify(emails.map((e, ord) => ({ ...e, ord }))), emails.length, `x (
           template_id uuid, mail_account_id uuid, contact_id uuid, email text, to_name text, subject text, status text,
-          open_tracking boolean, click_tracking boolean, render jsonb, ord bigint)
+          open_tracking boolean, click_tracking boolean, render jsonb, ord bigint)`)} AS x
     ), ins AS (
       INSERT INTO email_send_log (id, team_id, source, template_id, mail_account_id, contact_id, email, to_name, subject,
                                   status, open_tracking, click_tracking, render, last_error)

@@ -320,9 +320,11 @@ export function sendEmailTask(deps: { db: Db; config: Config }): Task<'send_emai
     const legacy = (payload as { email_send_log_id?: string }).email_send_log_id;
     const ids = [...new Set(payload.email_send_log_ids ?? (legacy ? [legacy] : []))];
     if (ids.length === 0) return;
-    const { rows } = await sql<SendRow>`
+    // Prepared, one id written as a scalar (src/db/ids.ts): a transactional
+    // submit's job names one message, and this read was planned for each.
+    const { rows } = await sql<SendRow>`${sql.raw(PREPARED)}
       SELECT id, team_id, campaign_id, campaign_send_id, contact_id, email, attempts, open_tracking, click_tracking, status, source
-        FROM email_send_log WHERE id = ANY (${ids}::uuid[])
+        FROM email_send_log WHERE ${idIn('id', ids)}
          AND (status = 'queued' OR (status = 'deferred' AND (retry_at IS NULL OR retry_at <= now())))`.execute(db);
     const claimed = new Set<string>();
     if (rows.length > 0) {
