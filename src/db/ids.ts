@@ -1,4 +1,5 @@
-// `column = ANY ($1::uuid[])`, or `column = $1::uuid` for one id.
+// `column = ANY ($1::uuid[])`, or `column = $1::uuid` for one id (or text
+// values: `::text`).
 //
 // PostgreSQL keeps a prepared statement's generic plan only when it is
 // estimated no costlier than a custom one. A custom plan of `= ANY ($1)` sees

@@ -25,7 +25,7 @@ export type Refs = {
   contactsByEmail: Map<string, string>;
 };
 
-/** Every template, account and contact the items name, of this team only, in four statements however many items. */
+/** Every template, account and contact the items name, of this team only, in at most four statements however many items. */
 export async function loadRefs(
   tx: Tx,
   teamId: string,

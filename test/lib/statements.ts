@@ -3,7 +3,8 @@
 // a wrapper installed here sees all of them, prepared or not.
 import pg from 'pg';
 
-export type Sent = { text: string; values: unknown[] };
+/** `name`: the prepared statement's name when it was sent as one (src/db/pool.ts, PREPARED). */
+export type Sent = { text: string; values: unknown[]; name?: string };
 
 /** Runs `fn` and returns the statements it sent whose text matches `pattern`, with their parameters. */
 export async function captured(pattern: RegExp, fn: () => Promise<unknown>): Promise<Sent[]> {
@@ -13,7 +14,10 @@ export async function captured(pattern: RegExp, fn: () => Promise<unknown>): Pro
   (pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
     const [config, values] = args as [string | { text: string; values?: unknown[] }, unknown[] | undefined];
     const text = typeof config === 'string' ? config : config?.text;
-    if (typeof text === 'string' && pattern.test(text)) seen.push({ text, values: (typeof config === 'string' ? values : config.values ?? values) ?? [] });
+    if (typeof text === 'string' && pattern.test(text)) {
+      const name = typeof config === 'string' ? undefined : (config as { name?: string }).name;
+      seen.push({ text, values: (typeof config === 'string' ? values : config.values ?? values) ?? [], ...(name ? { name } : {}) });
+    }
     return (original as (...a: unknown[]) => unknown).apply(this, args);
   };
   try {

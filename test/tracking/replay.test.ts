@@ -127,6 +127,7 @@ describe('tracking replay: counted once per link, verdict and hour', () => {
       // Both prepared (src/db/pool.ts): a replay loop runs them over and over.
       const bare = sent.map((s) => s.text.trim());
       assert.deepEqual(bare.map((t) => t.startsWith(PREPARED)), [true, true], `statements of one repeat: ${bare.map((t) => t.slice(0, 60)).join(' | ')}`);
+      assert.deepEqual(sent.map((s) => (s.name ?? '').startsWith('plover_')), [true, true], 'sent as named statements');
       assert.deepEqual(
         bare.map((t) => t.slice(PREPARED.length).trim().split(/\s+/)[0]!.toUpperCase()),
         ['SELECT', 'WITH'],
