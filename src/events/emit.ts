@@ -99,14 +99,16 @@ type EventInsert = { teamId: string; name: string; key?: string; occurredAt?: st
 
 /** Inserts the event row, or returns the id of the event that already has this key. */
 export async function claimEvent(tx: Transaction<Database>, e: EventInsert): Promise<{ id: string; occurred_at: Date; duplicate: boolean }> {
-  const { rows } = await sql<{ id: string; occurred_at: Date }>`
+  // Prepared (src/db/pool.ts): every ingested event but a key-less
+  // contact.saved claims its row here.
+  const { rows } = await sql<{ id: string; occurred_at: Date }>`${sql.raw(PREPARED)}
     INSERT INTO events (team_id, name, idempotency_key, occurred_at, input)
     VALUES (${e.teamId}, ${e.name}, ${e.key ?? null}, coalesce(${e.occurredAt ?? null}::timestamptz, now()),
             ${e.input === null ? null : JSON.stringify(e.input)}::jsonb)
     ON CONFLICT (team_id, idempotency_key) DO NOTHING
     RETURNING id, occurred_at`.execute(tx);
   if (rows[0]) return { ...rows[0], duplicate: false };
-  const first = await sql<{ id: string; occurred_at: Date }>`
+  const first = await sql<{ id: string; occurred_at: Date }>`${sql.raw(PREPARED)}
     SELECT id, occurred_at FROM events WHERE team_id = ${e.teamId} AND idempotency_key = ${e.key!}`.execute(tx);
   return { ...first.rows[0], duplicate: true };
 }

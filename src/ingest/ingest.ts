@@ -161,21 +161,23 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
         };
         const amount = typeof p.amount === 'number' ? p.amount : null;
         const currency = typeof p.currency === 'string' ? p.currency.toUpperCase() : null;
+        // Prepared, like the rest of an event's statements (keyed by ids): every
+        // ingested lead or sale runs them (src/db/pool.ts).
         const { rows } = sale
-          ? await sql<{ id: string }>`
+          ? await sql<{ id: string }>`${sql.raw(PREPARED)}
               INSERT INTO sales (team_id, contact_id, event_id, amount, currency, source, campaign_id, campaign_send_id, created_at)
               VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${amount}, ${currency}, ${attribution.source},
                       ${attribution.campaign_id}, ${attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx)
-          : await sql<{ id: string }>`
+          : await sql<{ id: string }>`${sql.raw(PREPARED)}
               INSERT INTO leads (team_id, contact_id, event_id, source, campaign_id, campaign_send_id, created_at)
               VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${attribution.source},
                       ${attribution.campaign_id}, ${attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx);
         if (contact) {
           // first/last by the conversion's own time, so a late-arriving older event does not move last_*.
           await (sale
-            ? sql`UPDATE contacts SET sales_count = sales_count + 1, first_sale_at = least(first_sale_at, ${at}),
+            ? sql`${sql.raw(PREPARED)} UPDATE contacts SET sales_count = sales_count + 1, first_sale_at = least(first_sale_at, ${at}),
                     last_sale_at = greatest(last_sale_at, ${at}), updated_at = now() WHERE id = ${contact.id} AND team_id = ${teamId}`
-            : sql`UPDATE contacts SET leads_count = leads_count + 1, first_lead_at = least(first_lead_at, ${at}),
+            : sql`${sql.raw(PREPARED)} UPDATE contacts SET leads_count = leads_count + 1, first_lead_at = least(first_lead_at, ${at}),
                     last_lead_at = greatest(last_lead_at, ${at}), updated_at = now() WHERE id = ${contact.id} AND team_id = ${teamId}`
           ).execute(tx);
           // A contact the conversion created was saved: the same event an upsert would emit.
@@ -190,7 +192,7 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
         break;
       }
     }
-    await sql`UPDATE events SET contact_id = ${contact?.id ?? null}, payload = ${JSON.stringify(payload)}::jsonb,
+    await sql`${sql.raw(PREPARED)} UPDATE events SET contact_id = ${contact?.id ?? null}, payload = ${JSON.stringify(payload)}::jsonb,
                      processed_at = ${process ? null : sql`now()`}
                WHERE id = ${ev.id}`.execute(tx);
     if (process) await enqueueEventProcessing(tx, [ev.id]);
