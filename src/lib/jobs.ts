@@ -4,6 +4,7 @@
 // and attempts are never spelled out by hand at a call site. The handlers are
 // registered in src/tasks.ts; payloads carry ids only, the task re-reads rows.
 import { sql, type Kysely } from 'kysely';
+import { PREPARED } from '../db/pool.ts';
 
 export type JobPayloads = {
   /** Events recorded by emit() (events/emit.ts), up to EVENTS_PER_JOB a job. */
@@ -90,6 +91,12 @@ export async function addJobs<N extends JobName, D>(db: Kysely<D>, name: N, jobs
     max_attempts: j.maxAttempts ?? d.maxAttempts,
     ...(j.runAt ? { run_at: j.runAt.toISOString() } : {}),
   }));
-  await sql`SELECT graphile_worker.add_jobs(
+  // Prepared (src/db/pool.ts): most requests that write enqueue a job, and an
+  // unnamed statement is parsed, analysed and planned at every call. The
+  // function's own statements are PL/pgSQL's, cached per session either way.
+  // It answers a count, not the job rows: nothing reads them, and a prepared
+  // statement's result type must not change under it (graphile-worker's own
+  // migrations may alter its jobs table).
+  await sql`${sql.raw(PREPARED)} SELECT count(*) FROM graphile_worker.add_jobs(
       ARRAY(SELECT json_populate_recordset(NULL::graphile_worker.job_spec, ${JSON.stringify(specs)}::json)))`.execute(db);
 }

@@ -354,11 +354,12 @@ test('a lone transactional submit reads, checks suppressions and inserts on gene
 });
 
 // An ingested lead or sale (ingest/ingest.ts): the event's claim, the lead or
-// sale row, the contact's counters and the event's completion are prepared, so
+// sale row, the contact's counters, the event's completion and its job
+// (lib/jobs.ts) are prepared, so
 // from the sixth on a connection they run on generic plans instead of being
 // planned for every event (0.03-0.04 ms each, warm, on this machine's
 // PostgreSQL; more under load).
-test('ingested leads and sales run their statements on generic plans', async () => {
+test('ingested leads and sales run their statements and enqueue their jobs on generic plans', async () => {
   const { teamId } = await makeTeam(database.db);
   for (let i = 0; i < 12; i++) {
     for (const name of ['lead.created', 'sale.created'] as const) {
@@ -386,4 +387,9 @@ test('ingested leads and sales run their statements on generic plans', async () 
   const done = await planCounts('/* prepared */%UPDATE events SET contact_id%processed_at = $3%');
   assert.equal(done.length, 1, JSON.stringify(done));
   assert.equal(done[0]!.custom_plans, 5, JSON.stringify(done));
+  // Each event's process_events job (lib/jobs.ts, addJobs): one statement for any number of jobs.
+  const jobs = await planCounts('/* prepared */%graphile_worker.add_jobs%');
+  assert.equal(jobs.length, 1, JSON.stringify(jobs));
+  assert.ok(jobs[0]!.generic_plans + jobs[0]!.custom_plans >= 24, JSON.stringify(jobs));
+  assert.equal(jobs[0]!.custom_plans, 5, JSON.stringify(jobs));
 });
