@@ -3,6 +3,7 @@
 // result back in one set-based statement. All SQL of deliveries lives here.
 import { sql, type Selectable, type Transaction } from 'kysely';
 import { PREPARED, type Db } from '../db/pool.ts';
+import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import type { AttemptLogEntry, WebhookDeliveriesTable } from '../db/schema-webhooks.ts';
 import type { EventRow } from '../events/process.ts';
@@ -161,7 +162,10 @@ export type ClaimedDelivery = {
  * rows. The envelope is built here around the claimed rows.
  */
 export async function claimDueDeliveries(db: Db, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-  const { rows } = await sql<ClaimedDelivery & { is_enabled: boolean }>`
+  // Prepared (src/db/pool.ts), as the result statement below: a dispatcher
+  // runs them for every batch, and an unnamed statement is parsed, analysed
+  // and planned at every call.
+  const { rows } = await sql<ClaimedDelivery & { is_enabled: boolean }>`${sql.raw(PREPARED)}
     SELECT c.id, c.team_id, c.webhook_id, ${envelopeOf('c')} AS payload, c.sequence_attempts, c.max_attempts,
            c.url, c.secret_enc, c.lease, c.is_enabled
     FROM plover_claim_webhook_deliveries(${limit}::int, ${leaseMs}::int) c`.execute(db);
@@ -239,8 +243,10 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
   const gone = [...new Set(results.filter((r) => r.gone).map((r) => r.webhook_id))];
   await db.transaction().execute(async (tx) => {
     // The attempts recorded (same lease) also add to the webhook's statistics
-    // (webhook-stats.ts), in the same statement.
-    await sql`
+    // (webhook-stats.ts), in the same statement. The batch is a sized recordset
+    // (src/db/recordset.ts): prepared, its generic plan probes the deliveries by
+    // key at any table size.
+    await sql`${sql.raw(PREPARED)}
       WITH u AS (
       UPDATE webhook_deliveries d SET
         status = r.status,
@@ -259,8 +265,8 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
         next_attempt_at = CASE WHEN d.next_attempt_at IS NULL AND r.status = 'pending' THEN NULL ELSE r.next_at END,
         locked_until = NULL,
         updated_at = now()
-      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-        AS r(id uuid, lease timestamptz, at timestamptz, status text, code int, body text, error text, duration_ms int, next_at timestamptz)
+      FROM ${recordset(JSON.stringify(rows), rows.length,
+        'r (id uuid, lease timestamptz, at timestamptz, status text, code int, body text, error text, duration_ms int, next_at timestamptz)')} AS r
       WHERE d.id = r.id AND d.locked_until = r.lease
       RETURNING d.team_id, d.webhook_id, r.at, r.code, r.duration_ms
       )
@@ -270,10 +276,10 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
         FROM u GROUP BY 1, 2, 3, 4`.execute(tx);
     if (successes.length > 0) {
       const lastAt = new Date(Math.max(...results.filter((r) => r.status === 'success').map((r) => r.at.getTime()))).toISOString();
-      await sql`
+      await sql`${sql.raw(PREPARED)}
         UPDATE webhooks SET last_success_at = greatest(coalesce(last_success_at, '-infinity'), ${lastAt}::timestamptz),
                             failing_since = NULL, failures_since_success = 0
-        WHERE id = ANY(${successes}::uuid[])`.execute(tx);
+        WHERE ${idIn('id', successes)}`.execute(tx);
     }
     // The failing streak of webhooks with no success in this batch, read by
     // the auto-disable check (auto-disable.ts). Only where the attempt was

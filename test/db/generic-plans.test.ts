@@ -16,13 +16,14 @@ import { processEventsTask } from '../../src/events/process.ts';
 import { campaignTriggerHandler, loadEventCandidates } from '../../src/campaigns/engine.ts';
 import { emit } from '../../src/events/emit.ts';
 import type { EventRow } from '../../src/events/process.ts';
-import { enqueueDeliveries } from '../../src/webhooks/deliveries.ts';
+import { claimDueDeliveries, enqueueDeliveries, recordAttempts } from '../../src/webhooks/deliveries.ts';
+import { createWebhook, webhookSecretBox } from '../../src/webhooks/queries.ts';
 import { recordHit, type HitInput } from '../../src/mail/tracking.ts';
 import { insertEmails, loadRefs } from '../../src/mail/emails-queries.ts';
 import { suppressedForAllMail } from '../../src/contacts/suppressions.ts';
 import { ingestEvent } from '../../src/ingest/ingest.ts';
 import { BROWSER_UA, insertSend } from '../tracking/fixtures.ts';
-import { buildTestApp, createTestDatabase, makeTeam, type TestDatabase } from '../helpers.ts';
+import { buildTestApp, createTestDatabase, makeTeam, testConfig, type TestDatabase } from '../helpers.ts';
 import { createCampaign, setup } from '../engine/fixtures.ts';
 
 let database: TestDatabase;
@@ -392,4 +393,57 @@ test('ingested leads and sales run their statements and enqueue their jobs on ge
   assert.equal(jobs.length, 1, JSON.stringify(jobs));
   assert.ok(jobs[0]!.generic_plans + jobs[0]!.custom_plans >= 24, JSON.stringify(jobs));
   assert.equal(jobs[0]!.custom_plans, 5, JSON.stringify(jobs));
+});
+
+// The webhook dispatcher's claim and its result statement (webhooks/
+// deliveries.ts): prepared, the results a sized recordset, so a dispatcher's
+// batches run on generic plans, and the results' generic plan reaches the
+// deliveries by key on a log of any size (a queue table's statistics are
+// always stale: with jsonb_to_recordset's fixed estimate of 100 rows it could
+// have kept a hash join over the whole table for the connection's life).
+test('the webhook claim and results run on generic plans, the results reaching the deliveries by key', async () => {
+  const { teamId } = await makeTeam(database.db);
+  const hook = await createWebhook(database.db, webhookSecretBox(testConfig().appSecret), teamId, { url: 'https://hooks.example.com/p', events: ['email.sent'] });
+  await sql`
+    INSERT INTO webhook_deliveries (id, team_id, webhook_id, event, payload, next_attempt_at)
+    SELECT plover_uuid_v7(), ${teamId}::uuid, ${hook.id}::uuid, 'email.sent', '{}'::json,
+           CASE WHEN i <= 24 THEN now() - interval '1 minute' ELSE now() + interval '1 hour' END
+      FROM generate_series(1, 6000) AS i`.execute(database.db);
+  await sql`ANALYZE webhook_deliveries`.execute(database.db);
+  let recorded = 0;
+  for (let i = 0; i < 8; i++) {
+    const claimed = await claimDueDeliveries(one.db, 3, 60_000);
+    assert.equal(claimed.length, 3);
+    await recordAttempts(one.db, claimed.map((c) => ({
+      id: c.id, webhook_id: c.webhook_id, lease: c.lease, at: new Date(), status: 'success' as const, response_code: 200,
+      response_body: null, error: null, duration_ms: 3, next_attempt_at: null, gone: false,
+    })));
+    recorded += claimed.length;
+  }
+  const { rows: [done] } = await sql<{ n: number }>`
+    SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = ${hook.id}::uuid AND status = 'success'`.execute(database.db);
+  assert.equal(done!.n, recorded);
+  const patterns = { claim: '/* prepared */%FROM plover_claim_webhook_deliveries%', results: '/* prepared */%UPDATE webhook_deliveries d SET%' };
+  const names: Record<string, string> = {};
+  for (const [what, pattern] of Object.entries(patterns)) {
+    const counts = await planCounts(pattern);
+    assert.equal(counts.length, 1, `${what}: ${JSON.stringify(counts)}`);
+    assert.equal(counts[0]!.generic_plans + counts[0]!.custom_plans, 8, what);
+    assert.equal(counts[0]!.custom_plans, 5, `${what}: ${counts[0]!.generic_plans} generic, ${counts[0]!.custom_plans} custom`);
+    const { rows: [ps] } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements WHERE statement LIKE ${pattern}`.execute(one.db);
+    names[what] = ps!.name;
+  }
+  const client = await one.pool.connect();
+  try {
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    const { rows: [ps] } = await client.query<{ n: number }>(
+      'SELECT cardinality(parameter_types)::int AS n FROM pg_prepared_statements WHERE name = $1', [names.results]);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE "${names.results}" (${Array(ps!.n).fill('NULL').join(', ')})`);
+    const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+    assert.match(plan, /Index Scan using webhook_deliveries_pkey on webhook_deliveries d/, plan);
+    assert.doesNotMatch(plan, /Seq Scan on webhook_deliveries/, plan);
+  } finally {
+    await client.query('RESET plan_cache_mode');
+    client.release();
+  }
 });
