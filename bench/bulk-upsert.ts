@@ -507,8 +507,10 @@ export async function run(opts: BenchOptions): Promise<void> {
   const { rows } = await probeDb.pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
   const postmaster = localPostmaster(rows[0].pid);
   await probeDb.drop();
-  // The contacts statement alone: the one upsertContacts() runs, without the events it also writes.
-  const upsertSql = upsertStatement('', [], Infinity, false).sql;
+  // The contacts statement alone: the one upsertContacts() runs, without the
+  // events it also writes, in its text for a full batch (the text carries the
+  // batch's size class as a LIMIT on its input: every batch here is full).
+  const upsertSql = upsertStatement('', parseBody(bodies.insert[0]!).patches, Infinity, false).sql;
   const localPostgres = postmaster !== undefined;
   const ctx: Ctx = { opts, pg, postmaster, upsertSql };
 
