@@ -508,8 +508,9 @@ export async function run(opts: BenchOptions): Promise<void> {
   const postmaster = localPostmaster(rows[0].pid);
   await probeDb.drop();
   // The contacts statement alone: the one upsertContacts() runs, without the
-  // events it also writes, in its text for a full batch (the text carries the
-  // batch's size class as a LIMIT on its input: every batch here is full).
+  // events it also writes, in its text for the first (a full) batch: a small
+  // batch's text limits its input to its size (src/contacts/queries.ts), a full
+  // one's does not, so it serves the last, shorter batch too.
   const upsertSql = upsertStatement('', parseBody(bodies.insert[0]!).patches, Infinity, false).sql;
   const localPostgres = postmaster !== undefined;
   const ctx: Ctx = { opts, pg, postmaster, upsertSql };

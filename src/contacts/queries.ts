@@ -146,16 +146,19 @@ const EVENTS_ROWS = "UNION ALL SELECT 'event', ev.id::text, NULL, NULL FROM ev";
 // Prepared (src/db/pool.ts): it took 1.6 ms to plan under load, more than a
 // single contact's upsert takes to run; its generic plan probes the (team_id,
 // email) index as the custom one does (test/contacts/upsert-plan.test.ts).
-// The input's LIMIT is the batch's size class (src/db/recordset.ts), a literal:
-// without it PostgreSQL estimates jsonb_array_elements() at 100 rows whatever
-// the batch, and for one contact against a table of a few thousand it hashed the
-// input and read the whole contacts table, every team's, in the UPDATE and in
-// `pre` (2 ms a single upsert at 2,000 rows, growing with the table until the
-// plan flips) instead of probing the index once.
-const upsertSql = (eventsCte: string, eventsRows: string, limit: number) => `${PREPARED}
+// A small batch's input is limited to its size class (src/db/recordset.ts), a
+// literal: without it PostgreSQL estimates jsonb_array_elements() at 100 rows
+// whatever the batch, and for one contact against a table of a few thousand it
+// hashed the input and read the whole contacts table, every team's, in the
+// UPDATE and in `pre` (2 ms a single upsert at 2,000 rows, growing with the
+// table until the plan flips) instead of probing the index once. A LIMIT only
+// ever lowers an estimate, so batches over SIZED_UPSERT_MAX share one text
+// without it (estimated at 100, as they always were).
+const SIZED_UPSERT_MAX = 96;
+const upsertSql = (eventsCte: string, eventsRows: string, limit: number | null) => `${PREPARED}
 WITH input AS (
   SELECT $1::uuid AS team_id, p, p->>'email' AS email, ARRAY(SELECT jsonb_array_elements_text(p->'tags')) AS tags
-  FROM (SELECT value AS p FROM jsonb_array_elements($2::jsonb) LIMIT ${limit}) AS x
+  FROM (SELECT value AS p FROM jsonb_array_elements($2::jsonb)${limit === null ? '' : ` LIMIT ${limit}`}) AS x
 ),
 ins AS (
   INSERT INTO contacts AS k (team_id, email, ${names.join(', ')}, tags,
@@ -203,12 +206,12 @@ type UpsertRow = {
 /** The addresses created and updated (each once), and how many were left as they were. */
 export type UpsertResult = { created: string[]; updated: string[]; unchanged: number };
 
-// One text per size class and kind, made once: a batch is at most a few
-// thousand contacts (1,000 per request), so a dozen or so classes.
+// One text per kind and size class up to SIZED_UPSERT_MAX (13 classes) and
+// one for larger batches, made once: at most 28 prepared texts.
 const upsertTexts = new Map<string, string>();
 function upsertText(emitEvents: boolean, n: number): string {
-  const limit = sizeClass(Math.max(1, n));
-  const key = `${emitEvents ? 'e' : 'n'}${limit}`;
+  const limit = n <= SIZED_UPSERT_MAX ? sizeClass(Math.max(1, n)) : null;
+  const key = `${emitEvents ? 'e' : 'n'}${limit ?? 'all'}`;
   let text = upsertTexts.get(key);
   if (text === undefined) {
     text = emitEvents ? upsertSql(EVENTS_CTE, EVENTS_ROWS, limit) : upsertSql('', '', limit);
@@ -222,8 +225,8 @@ const NO_CAP = 2_147_483_647;
 
 /**
  * The bulk upsert statement for a batch (exported so a test can EXPLAIN the
- * real thing). The text is this batch's: its input is limited to the batch's
- * size class, so it must not be run with a larger batch's parameters.
+ * real thing). The text is this batch's: a small batch's input is limited to
+ * its size class, so it must not be run with a larger batch's parameters.
  */
 export function upsertStatement(
   teamId: string,
