@@ -152,11 +152,10 @@ export async function overSoftBounceLimit(
 export async function suppressedForAllMail(db: Db | Tx, teamId: string, emails: string[], secret: string): Promise<Set<string>> {
   if (emails.length === 0) return new Set();
   const unique = [...new Set(emails)];
-  const hmacs = unique.map((e) => emailHmac(secret, e));
   // Prepared, the addresses a sized recordset (src/db/recordset.ts): a lone
   // transactional submit runs this for one address, and unnest() of an array
   // kept it on a custom plan, planned at every call.
-  const list = JSON.stringify(unique.map((email, k) => ({ email, hmac: hmacs[k] })));
+  const list = JSON.stringify(unique.map((email) => ({ email, hmac: emailHmac(secret, email) })));
   const { rows } = await sql<{ email: string }>`${sql.raw(PREPARED)}
     SELECT i.email FROM ${recordset(list, unique.length, 'i (email text, hmac text)')} AS i
      WHERE EXISTS (SELECT 1 FROM suppressions s
