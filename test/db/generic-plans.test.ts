@@ -54,6 +54,25 @@ async function planCounts(pattern: string): Promise<PlanCount[]> {
   return rows;
 }
 
+/**
+ * The generic plan of the statement prepared on `one`'s connection under
+ * `name` (plan_cache_mode = force_generic_plan, EXPLAIN EXECUTE): a generic
+ * plan does not depend on the values, so every parameter is NULL.
+ */
+async function genericPlan(name: string): Promise<string> {
+  const client = await one.pool.connect();
+  try {
+    await client.query('SET plan_cache_mode = force_generic_plan');
+    const { rows: [ps] } = await client.query<{ n: number }>(
+      'SELECT cardinality(parameter_types)::int AS n FROM pg_prepared_statements WHERE name = $1', [name]);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE "${name}" (${Array(ps!.n).fill('NULL').join(', ')})`);
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  } finally {
+    await client.query('RESET plan_cache_mode');
+    client.release();
+  }
+}
+
 test('a process_events job of one event runs its prepared statements on generic plans', async () => {
   const { teamId } = await makeTeam(database.db);
   const { rows } = await sql<{ id: string }>`
@@ -254,26 +273,12 @@ test('a replayed tracking link reads and counts on generic plans, the update\'s 
     assert.ok(counts[0]!.generic_plans + counts[0]!.custom_plans >= 12, `${what}: ${JSON.stringify(counts)}`);
     assert.equal(counts[0]!.custom_plans, 5, `${what}: ${counts[0]!.generic_plans} generic, ${counts[0]!.custom_plans} custom`);
   }
-  const client = await one.pool.connect();
-  try {
-    await client.query('SET plan_cache_mode = force_generic_plan');
-    // A generic plan does not depend on the values: every parameter NULL.
-    const generic = async (name: string) => {
-      const { rows: [ps] } = await client.query<{ n: number }>(
-        'SELECT cardinality(parameter_types)::int AS n FROM pg_prepared_statements WHERE name = $1', [name]);
-      const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE "${name}" (${Array(ps!.n).fill('NULL').join(', ')})`);
-      return rows.map((r) => r['QUERY PLAN']).join('\n');
-    };
-    const update = await generic(names.update!);
-    assert.match(update, /One-Time Filter: \(\(InitPlan \d+\)\.col1 IS NOT NULL\)|One-Time Filter: \(\$\d+ IS NOT NULL\)/, update);
-    assert.match(update, /email_send_log_pkey/, update);
-    const read = await generic(names.read!);
-    assert.match(read, /Index Scan using email_send_log_pkey on email_send_log l/, read);
-    assert.doesNotMatch(read, /Seq Scan/, read);
-  } finally {
-    await client.query('RESET plan_cache_mode');
-    client.release();
-  }
+  const update = await genericPlan(names.update!);
+  assert.match(update, /One-Time Filter: \(\(InitPlan \d+\)\.col1 IS NOT NULL\)|One-Time Filter: \(\$\d+ IS NOT NULL\)/, update);
+  assert.match(update, /email_send_log_pkey/, update);
+  const read = await genericPlan(names.read!);
+  assert.match(read, /Index Scan using email_send_log_pkey on email_send_log l/, read);
+  assert.doesNotMatch(read, /Seq Scan/, read);
 });
 
 // A lone transactional submit (mail/emails-routes.ts): its reads of the
@@ -338,20 +343,11 @@ test('a lone transactional submit reads, checks suppressions and inserts on gene
   assert.deepEqual(checks.map((c) => c.generic_plans + c.custom_plans).sort((a, b) => a - b), [1, 11], JSON.stringify(checks));
   const lone = checks.find((c) => c.generic_plans + c.custom_plans === 11)!;
   assert.equal(lone.custom_plans, 5, `${lone.generic_plans} generic, ${lone.custom_plans} custom`);
-  const client = await one.pool.connect();
-  try {
-    await client.query('SET plan_cache_mode = force_generic_plan');
-    const { rows: [ps] } = await client.query<{ name: string; n: number }>(
-      'SELECT name, cardinality(parameter_types)::int AS n FROM pg_prepared_statements WHERE statement = $1', [lone.statement]);
-    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE "${ps!.name}" (${Array(ps!.n).fill('NULL').join(', ')})`);
-    const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
-    assert.match(plan, /suppressions_team_email_idx/, plan);
-    assert.match(plan, /suppressions_team_hmac_idx/, plan);
-    assert.doesNotMatch(plan, /Seq Scan on suppressions/, plan);
-  } finally {
-    await client.query('RESET plan_cache_mode');
-    client.release();
-  }
+  const { rows: [ps] } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements WHERE statement = ${lone.statement}`.execute(one.db);
+  const plan = await genericPlan(ps!.name);
+  assert.match(plan, /suppressions_team_email_idx/, plan);
+  assert.match(plan, /suppressions_team_hmac_idx/, plan);
+  assert.doesNotMatch(plan, /Seq Scan on suppressions/, plan);
 });
 
 // An ingested lead or sale (ingest/ingest.ts): the event's claim, the lead or
@@ -433,17 +429,7 @@ test('the webhook claim and results run on generic plans, the results reaching t
     const { rows: [ps] } = await sql<{ name: string }>`SELECT name FROM pg_prepared_statements WHERE statement LIKE ${pattern}`.execute(one.db);
     names[what] = ps!.name;
   }
-  const client = await one.pool.connect();
-  try {
-    await client.query('SET plan_cache_mode = force_generic_plan');
-    const { rows: [ps] } = await client.query<{ n: number }>(
-      'SELECT cardinality(parameter_types)::int AS n FROM pg_prepared_statements WHERE name = $1', [names.results]);
-    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE "${names.results}" (${Array(ps!.n).fill('NULL').join(', ')})`);
-    const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
-    assert.match(plan, /Index Scan using webhook_deliveries_pkey on webhook_deliveries d/, plan);
-    assert.doesNotMatch(plan, /Seq Scan on webhook_deliveries/, plan);
-  } finally {
-    await client.query('RESET plan_cache_mode');
-    client.release();
-  }
+  const plan = await genericPlan(names.results!);
+  assert.match(plan, /Index Scan using webhook_deliveries_pkey on webhook_deliveries d/, plan);
+  assert.doesNotMatch(plan, /Seq Scan on webhook_deliveries/, plan);
 });
