@@ -3,6 +3,7 @@
 // own team, so no test depends on another's rows.
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { buildApp, type AppDeps } from '../src/app.ts';
 import { loadConfig, type Config } from '../src/config.ts';
@@ -106,4 +107,14 @@ export async function makeTeam(db: Db, name = 'Test team'): Promise<{ teamId: st
   const team = await createTeam(db, name);
   const { key, info } = await createApiKey(db, team.id, 'test key');
   return { teamId: team.id, key, keyId: info.id };
+}
+
+/**
+ * A campaign row of the team triggered by `events` and nothing more (no send,
+ * so it never sends): the team then has a listener for those events, and
+ * emit() gives them a process_events job instead of recording them decided.
+ */
+export async function listeningCampaign(db: Db, teamId: string, events: string[] = ['contact.saved'], deleted = false): Promise<void> {
+  await sql`INSERT INTO campaigns (team_id, name, draft_data, trigger_events, deleted_at)
+            VALUES (${teamId}::uuid, 'listener', '{}'::jsonb, ${events}::text[], ${deleted ? sql`now()` : null})`.execute(db);
 }

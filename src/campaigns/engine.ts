@@ -77,6 +77,7 @@ export async function loadEventCandidates(trx: Tx | Db, eventIds: string[]): Pro
       FROM ${idsRecordset(ids)} AS x
       JOIN events e ON e.id = x.id
       JOIN campaigns c ON c.team_id = e.team_id AND e.name = ANY (c.trigger_events) AND c.deleted_at IS NULL
+                      AND cardinality(c.trigger_events) > 0 -- campaigns_trigger_idx: a team's broadcasts are not read
      CROSS JOIN LATERAL (
        SELECT s.id, s.status, s.send_data FROM campaign_sends s
         WHERE s.campaign_id = c.id AND s.team_id = c.team_id

@@ -4,7 +4,7 @@ import { CompiledQuery, sql, type Transaction } from 'kysely';
 import { PREPARED, type Db } from '../db/pool.ts';
 import { sizeClass } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
-import { emit, enqueueEventProcessing } from '../events/emit.ts';
+import { campaignListensSql, emit, enqueueEventProcessing, webhookListensSql } from '../events/emit.ts';
 import { suppress, suppressedStatusSql } from './suppressions.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
 import { validationFailed } from '../lib/errors.ts';
@@ -135,14 +135,20 @@ const ADDED_TAGS = `(SELECT count(*) FROM (SELECT unnest(i.tags) EXCEPT SELECT u
 // payload objects, then one JSON text for PostgreSQL to parse again was about
 // a sixth of the API process's time per 1,000-contact bulk upsert.
 // Only the new events' ids come back, for their processing jobs.
+// A contact.saved nobody handles (no campaign of the team triggered by it, no
+// webhook subscribed) is recorded decided and processed, with no job, as emit()
+// records it (events/emit.ts); only the others come back as 'event' rows.
 const EVENTS_CTE = `,
 ev AS (
-  INSERT INTO events (team_id, name, contact_id, payload)
-  SELECT $1::uuid, 'contact.saved', s.id, ${savedPayloadSql('s')}
+  INSERT INTO events (team_id, name, contact_id, payload, processed_at, decided_at)
+  SELECT $1::uuid, 'contact.saved', s.id, ${savedPayloadSql('s')},
+         CASE WHEN l.campaign OR l.webhook THEN NULL ELSE now() END, CASE WHEN NOT l.campaign THEN now() END
   FROM (SELECT * FROM ins UNION ALL SELECT * FROM upd) s
-  RETURNING id
+  CROSS JOIN (SELECT ${campaignListensSql('$1::uuid', "'contact.saved'")} AS campaign,
+                     ${webhookListensSql('$1::uuid', "'contact.saved'")} AS webhook) l
+  RETURNING id, processed_at IS NULL AS pending
 )`;
-const EVENTS_ROWS = "UNION ALL SELECT 'event', ev.id::text, NULL, NULL FROM ev";
+const EVENTS_ROWS = "UNION ALL SELECT 'event', ev.id::text, NULL, NULL FROM ev WHERE ev.pending";
 // Prepared (src/db/pool.ts): it took 1.6 ms to plan under load, more than a
 // single contact's upsert takes to run; its generic plan probes the (team_id,
 // email) index as the custom one does (test/contacts/upsert-plan.test.ts).
@@ -306,8 +312,8 @@ export async function upsertContacts(
     // Thrown inside the caller's transaction: nothing of the request is kept.
     throw validationFailed(details, 'too many tags for a contact');
   }
-  // The events were written by the statement (EVENTS_CTE); their processing
-  // commits with them, as emit() does it.
+  // The events were written by the statement (EVENTS_CTE); the processing of
+  // those a handler wants commits with them, as emit() does it.
   if (events.length > 0) await enqueueEventProcessing(tx, events);
   return { created, updated, unchanged };
 }

@@ -36,17 +36,52 @@ export type NewEvent = {
   occurredAt?: Date | string;
 };
 
+// SQL operands of the listener checks below: a column (`x.name`), a
+// parameter cast to uuid (`$1::uuid`) or an event-name literal. Written in
+// code, never input; checked so a slip cannot put anything else into a text.
+const OPERAND = /^(\$\d+::uuid|[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?|'[a-z_.]+')$/;
+function operand(expr: string): string {
+  if (!OPERAND.test(expr)) throw new Error(`events: not an SQL operand written in code: ${expr}`);
+  return expr;
+}
+
 /**
  * The name webhooks subscribe to for an event named by `column` (SQL): e-mail
  * and webhook events keep theirs, the others (contact, lead and sale events)
  * get `email.` in front. One spelling for the fan-out (webhooks/deliveries.ts)
- * and for emit()'s check that a webhook wants the event. `column` is written in
- * code, never input.
+ * and for the check that a webhook wants the event (webhookListensSql).
  */
+export function webhookEventNameSql(column: string): string {
+  const c = operand(column);
+  return `CASE WHEN ${c} LIKE 'email.%' OR ${c} LIKE 'webhook.%' THEN ${c} ELSE 'email.' || ${c} END`;
+}
+
 export function webhookEventName(column: string): RawBuilder<unknown> {
-  if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(column)) throw new Error(`webhookEventName: not a column name: ${column}`);
-  const c = sql.raw(column);
-  return sql`CASE WHEN ${c} LIKE 'email.%' OR ${c} LIKE 'webhook.%' THEN ${c} ELSE 'email.' || ${c} END`;
+  return sql.raw(webhookEventNameSql(column));
+}
+
+/**
+ * SQL: a webhook of team `team` (enabled or not: a disabled one's deliveries
+ * wait for its enable) subscribes to event `name`; the fan-out's match
+ * (enqueueDeliveries in webhooks/deliveries.ts).
+ */
+export function webhookListensSql(team: string, name: string): string {
+  return `EXISTS (SELECT 1 FROM webhooks w WHERE w.team_id = ${operand(team)} AND ${webhookEventNameSql(name)} = ANY (w.events))`;
+}
+
+/**
+ * SQL: a campaign of team `team`, not deleted, lists event `name` among its
+ * triggers; whatever its send's state, so the decider still records a paused
+ * campaign's skips (campaigns/engine.ts, loadEventCandidates, decides the rest).
+ * For a trigger event with a contact: without such a campaign there is nothing
+ * to decide, and the event is recorded decided (docs/decisions.md, "Events
+ * nobody handles get no job").
+ */
+export function campaignListensSql(team: string, name: string): string {
+  // The first two conditions are campaigns_trigger_idx's (migration 0037): a
+  // team's broadcasts and automations, which list no trigger, are not read.
+  return `EXISTS (SELECT 1 FROM campaigns c WHERE c.team_id = ${operand(team)} AND c.deleted_at IS NULL AND cardinality(c.trigger_events) > 0
+                   AND ${operand(name)} = ANY (c.trigger_events))`;
 }
 
 // One job per this many events: a 1,000-contact bulk upsert is 2 jobs, not 1,000.
@@ -62,27 +97,29 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
     occurred_at: e.occurredAt instanceof Date ? e.occurredAt.toISOString() : (e.occurredAt ?? null),
   }));
   // An event that no handler has work for is recorded processed, without a
-  // job: not a campaign trigger with a contact (the decider), and no webhook of
-  // its team subscribed to it (the fan-out; the same name mapping,
-  // webhookEventName, and match as enqueueDeliveries in webhooks/deliveries.ts). A team without webhooks paid
-  // a process_events job (enqueue, fetch, two statements, completion) for each
-  // batch of e-mails sent and each open or click, to find nothing to do. A
-  // webhook whose creation commits after this statement's snapshot does not
-  // get such an event; events recorded before a webhook existed may or may not
-  // reach it (one with a job is fanned out when its job runs), as before
-  // (docs/decisions.md, "Events nobody handles get no job").
+  // job: no campaign of its team is triggered by it (a trigger name with a
+  // contact, listed by a campaign: the decider), and no webhook of its team
+  // subscribes to it (the fan-out). A trigger event with a contact that no
+  // campaign lists is recorded decided as well, so no later decider takes it
+  // up. A team without webhooks paid a process_events job (enqueue, fetch, two
+  // statements, completion) for each batch of e-mails sent and each open or
+  // click, and a team without trigger campaigns for each contact saved, to
+  // find nothing to do. A webhook or campaign whose creation commits after
+  // this statement's snapshot does not get such an event (docs/decisions.md,
+  // "Events nobody handles get no job").
   // Prepared: unnamed, it was planned at every call (177 µs for a batch of
   // results in `bench campaigns`' latency run), more than it took to run.
   const { rows: inserted } = await sql<{ id: string; pending: boolean }>`${sql.raw(PREPARED)}
-    INSERT INTO events (team_id, name, contact_id, payload, occurred_at, processed_at)
+    INSERT INTO events (team_id, name, contact_id, payload, occurred_at, processed_at, decided_at)
     SELECT x.team_id, x.name, x.contact_id, x.payload, coalesce(x.occurred_at, now()),
-           CASE WHEN (x.contact_id IS NOT NULL AND x.name IN ${TRIGGER_NAMES_SQL})
-                  OR EXISTS (SELECT 1 FROM webhooks w
-                              WHERE w.team_id = x.team_id
-                                AND ${webhookEventName('x.name')} = ANY (w.events))
-                THEN NULL ELSE now() END
+           CASE WHEN l.campaign OR l.webhook THEN NULL ELSE now() END,
+           CASE WHEN l.trigger AND NOT l.campaign THEN now() END
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
       AS x(team_id uuid, name text, contact_id uuid, payload jsonb, occurred_at timestamptz)
+    CROSS JOIN LATERAL (SELECT x.contact_id IS NOT NULL AND x.name IN ${TRIGGER_NAMES_SQL} AS trigger) t
+    CROSS JOIN LATERAL (SELECT t.trigger,
+                               t.trigger AND ${sql.raw(campaignListensSql('x.team_id', 'x.name'))} AS campaign,
+                               ${sql.raw(webhookListensSql('x.team_id', 'x.name'))} AS webhook) l
     RETURNING id, processed_at IS NULL AS pending`.execute(tx);
   await enqueueEventProcessing(tx, inserted.filter((r) => r.pending).map((r) => r.id));
   return inserted.map((r) => r.id);

@@ -12,7 +12,8 @@ import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
 import { suppressedStatusSql } from '../contacts/suppressions.ts';
-import { claimEvent, emit, enqueueEventProcessing } from '../events/emit.ts';
+import { campaignListensSql, claimEvent, emit, enqueueEventProcessing, webhookListensSql } from '../events/emit.ts';
+import { TRIGGER_EVENT_NAMES } from '../events/triggers.ts';
 import { UUID_RE } from '../http/schemas.ts';
 import { normalizeEmail } from '../lib/text.ts';
 
@@ -111,13 +112,18 @@ async function checkAttribution(tx: Tx, teamId: string, p: Record<string, unknow
 async function ingestSaved(db: Db, teamId: string, email: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
   return db.transaction().execute(async (tx) => {
     const contact = await ensureContact(tx, teamId, email);
-    const { rows } = await sql<{ id: string }>`${sql.raw(PREPARED)}
-      INSERT INTO events (team_id, name, contact_id, payload, occurred_at, input)
-      VALUES (${teamId}, 'contact.saved', ${contact.id}, ${JSON.stringify(savedPayload(contact))}::jsonb,
-              coalesce(${input.occurred_at ?? null}::timestamptz, now()),
-              ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb)
-      RETURNING id`.execute(tx);
-    await enqueueEventProcessing(tx, [rows[0]!.id]);
+    // Without a campaign triggered by it or a webhook subscribed to it, recorded decided and processed, with no job (emit()).
+    const { rows } = await sql<{ id: string; pending: boolean }>`${sql.raw(PREPARED)}
+      INSERT INTO events (team_id, name, contact_id, payload, occurred_at, input, processed_at, decided_at)
+      SELECT v.team_id, 'contact.saved', ${contact.id}::uuid, ${JSON.stringify(savedPayload(contact))}::jsonb,
+             coalesce(${input.occurred_at ?? null}::timestamptz, now()),
+             ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb,
+             CASE WHEN l.campaign OR l.webhook THEN NULL ELSE now() END, CASE WHEN NOT l.campaign THEN now() END
+        FROM (SELECT ${teamId}::uuid AS team_id) v
+       CROSS JOIN LATERAL (SELECT ${sql.raw(campaignListensSql('v.team_id', "'contact.saved'"))} AS campaign,
+                                  ${sql.raw(webhookListensSql('v.team_id', "'contact.saved'"))} AS webhook) l
+      RETURNING id, processed_at IS NULL AS pending`.execute(tx);
+    if (rows[0]!.pending) await enqueueEventProcessing(tx, [rows[0]!.id]);
     return { eventId: rows[0]!.id, duplicate: false };
   });
 }
@@ -192,10 +198,19 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
         break;
       }
     }
-    await sql`${sql.raw(PREPARED)} UPDATE events SET contact_id = ${contact?.id ?? null}, payload = ${JSON.stringify(payload)}::jsonb,
-                     processed_at = ${process ? null : sql`now()`}
-               WHERE id = ${ev.id}`.execute(tx);
-    if (process) await enqueueEventProcessing(tx, [ev.id]);
+    // As emit() records it: processed (no job) when nothing handles it, decided
+    // when it is a trigger with a contact that no campaign of the team lists.
+    const trigger = contact !== null && TRIGGER_EVENT_NAMES.has(input.event_name);
+    const { rows: done } = await sql<{ pending: boolean }>`${sql.raw(PREPARED)}
+      UPDATE events SET contact_id = ${contact?.id ?? null}, payload = ${JSON.stringify(payload)}::jsonb,
+             processed_at = CASE WHEN ${process}::boolean AND (l.campaign OR l.webhook) THEN NULL ELSE now() END,
+             decided_at = CASE WHEN ${trigger}::boolean AND NOT l.campaign THEN now() END
+        FROM (SELECT ${teamId}::uuid AS team_id, ${input.event_name}::text AS name) v
+       CROSS JOIN LATERAL (SELECT ${trigger}::boolean AND ${sql.raw(campaignListensSql('v.team_id', 'v.name'))} AS campaign,
+                                  ${sql.raw(webhookListensSql('v.team_id', 'v.name'))} AS webhook) l
+       WHERE events.id = ${ev.id} AND events.team_id = v.team_id
+      RETURNING events.processed_at IS NULL AS pending`.execute(tx);
+    if (done[0]!.pending) await enqueueEventProcessing(tx, [ev.id]);
     return { eventId: ev.id, duplicate: false };
   });
 }

@@ -3,7 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import { savedPayload, toPatches, upsertContacts } from '../../src/contacts/queries.ts';
 import pg from 'pg';
 import { createDb } from '../../src/db/pool.ts';
-import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { createWebhook, webhookSecretBox } from '../../src/webhooks/queries.ts';
+import { buildTestApp, listeningCampaign, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 
 describe('contacts: events emitted exactly for real changes', () => {
   let t: TestApp;
@@ -25,6 +26,7 @@ describe('contacts: events emitted exactly for real changes', () => {
 
   test('create and change emit contact.saved with the 6.3 payload; an unchanged upsert emits nothing', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
+    await listeningCampaign(t.database.db, teamId);
     await post(key, 'upsert', { email: 'e@x.io', first_name: 'E', phone: '+1' });
     let ev = await events(teamId);
     assert.equal(ev.length, 1);
@@ -50,6 +52,7 @@ describe('contacts: events emitted exactly for real changes', () => {
 
   test('bulk upsert emits one event per real change, with few jobs', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
+    await listeningCampaign(t.database.db, teamId);
     const contacts = Array.from({ length: 600 }, (_, i) => ({ email: `b${i}@x.io`, first_name: 'x' }));
     await post(key, 'bulk-upsert', { contacts });
     contacts[5].first_name = 'changed';
@@ -62,11 +65,32 @@ describe('contacts: events emitted exactly for real changes', () => {
        WHERE t.identifier = 'process_events' AND (j.payload::jsonb)->'event_ids' ?| $1::text[]`,
       [ev.map((e) => e.id)],
     );
-    assert.ok(rows[0].n <= 3, `600 + 2 events in ${rows[0].n} jobs`);
+    assert.ok(rows[0].n >= 2 && rows[0].n <= 3, `600 + 2 events in ${rows[0].n} jobs`);
+  });
+
+  test('without a campaign triggered by contact.saved or a webhook subscribed to it, the events are recorded decided and processed, with no job', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    await listeningCampaign(t.database.db, teamId, ['lead.created']); // another trigger
+    await post(key, 'upsert', { email: 'solo@x.io' });
+    await post(key, 'bulk-upsert', { contacts: [{ email: 'solo@x.io', first_name: 'S' }, { email: 'duo@x.io' }] });
+    let ev = await events(teamId);
+    assert.equal(ev.length, 3);
+    assert.ok(ev.every((e) => e.processed_at !== null && e.decided_at !== null), 'recorded decided and processed');
+    assert.deepEqual(await jobsFor(ev.map((e) => e.id)), [], 'no job');
+
+    // A webhook subscribed to it: a job for the fan-out; still nothing for the decider.
+    await createWebhook(t.database.db, webhookSecretBox(testConfig().appSecret), teamId, { url: 'https://hooks.example.com/x', events: ['email.contact.saved'] });
+    await post(key, 'upsert', { email: 'solo@x.io', first_name: 'T' });
+    ev = (await events(teamId)).slice(3);
+    assert.equal(ev.length, 1);
+    assert.equal(ev[0].processed_at, null);
+    assert.notEqual(ev[0].decided_at, null);
+    assert.deepEqual(await jobsFor([ev[0].id]), [ev[0].id]);
   });
 
   test('the payload the upsert statement builds in SQL is savedPayload() of the stored row, to the millisecond', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
+    await listeningCampaign(t.database.db, teamId);
     const contacts = [
       { email: 'Full@X.io', first_name: 'Ada', last_name: 'L', phone: '+44 1', foreign_id: 'crm-1', country_code: 'gb' },
       { email: 'bare@x.io' }, // every optional field null
@@ -114,6 +138,7 @@ describe('contacts: events emitted exactly for real changes', () => {
 
   test('a rolled-back change emits nothing and enqueues nothing', async () => {
     const { teamId } = await makeTeam(t.database.db);
+    await listeningCampaign(t.database.db, teamId); // its events would have a job
     const { rows: before } = await t.database.pool.query('SELECT count(*)::int AS n FROM graphile_worker._private_jobs');
     await assert.rejects(
       t.database.db.transaction().execute(async (tx) => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { runOnce } from 'graphile-worker';
 import { buildTaskList } from '../../src/tasks.ts';
-import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { buildTestApp, listeningCampaign, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 
 describe('process_events: the worker picks up emitted events', () => {
   let t: TestApp;
@@ -13,6 +13,7 @@ describe('process_events: the worker picks up emitted events', () => {
 
   test('events committed by an upsert are processed by the worker and marked processed', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
+    await listeningCampaign(t.database.db, teamId);
     const contacts = Array.from({ length: 700 }, (_, i) => ({ email: `w${i}@x.io` }));
     const res = await t.app.inject({
       method: 'POST',

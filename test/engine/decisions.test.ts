@@ -67,8 +67,8 @@ describe('campaign decisions', () => {
     const s = await setup(t, sink.port);
     const c = await createCampaign(s.a, base(s));
     await s.a.post('/email/contacts/unsubscribe', { email: 'gone@example.com' });
-    const ev = await trigger(s, 'gone@example.com', 'lead.created');
     const c2 = await createCampaign(s.a, base(s, { events: ['lead.created'] }));
+    const ev = await trigger(s, 'gone@example.com', 'lead.created');
     await drain(t);
     assert.deepEqual(await decisions(s, ev), [[c2.id, 'skip', 'unsubscribed']]);
     assert.ok(c.id);

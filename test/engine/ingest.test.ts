@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { closeTransports } from '../../src/mail/send.ts';
-import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { createWebhook, webhookSecretBox } from '../../src/webhooks/queries.ts';
+import { buildTestApp, listeningCampaign, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 import { byText } from '../lib/order.ts';
 import { captured } from '../lib/statements.ts';
 import { api, contactByEmail, createCampaign, drain, eventsNamed, sendLog, setup } from './fixtures.ts';
@@ -24,6 +25,7 @@ describe('event ingestion', () => {
 
   test('202 {ok, event_id}; GET returns the stored event', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
+    await listeningCampaign(t.database.db, teamId);
     const a = api(t, key);
     const res = await a.post('/email/events', {
       event_name: 'contact.saved', email: ' New@Example.com ', occurred_at: '2030-01-02T03:04:05.678Z', payload: { plan: 'pro' },
@@ -53,6 +55,7 @@ describe('event ingestion', () => {
 
   test('a contact.saved without a key writes its event row once, complete; with a key the row claims the key first', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
+    await listeningCampaign(t.database.db, teamId);
     const a = api(t, key);
     const writes = (texts: string[]) => texts.filter((x) => /^(\/\* prepared \*\/ )?(INSERT INTO|UPDATE) events\b/i.test(x)).map((x) => x.replace(/^\/\* prepared \*\/ /, '').split(' ').slice(0, 3).join(' '));
     let id = '';
@@ -77,6 +80,34 @@ describe('event ingestion', () => {
     });
     assert.deepEqual(writes(keyed), ['INSERT INTO events', 'UPDATE events SET', 'INSERT INTO events'], keyed.join('\n'));
     assert.equal(await count(`SELECT count(*) AS n FROM events WHERE team_id = $1 AND name = 'contact.saved'`, [teamId]), 2);
+  });
+
+  test('an event no campaign of the team is triggered by and no webhook subscribes to is processed at once, with no job', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    await listeningCampaign(t.database.db, teamId, ['sale.created']);
+    const jobs = async () => count(`SELECT count(*) AS n FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id
+                                     WHERE k.identifier = 'process_events'`, []);
+    const before = await jobs();
+    const state = async (id: string) => (await t.database.pool.query(
+      'SELECT processed_at IS NOT NULL AS processed, decided_at IS NOT NULL AS decided FROM events WHERE id = $1', [id])).rows[0];
+    const ids: string[] = [];
+    for (const body of [
+      { event_name: 'contact.saved', email: 'quiet@example.com' }, // the key-less path
+      { event_name: 'contact.saved', email: 'quiet@example.com', idempotency_key: 'q-1' },
+      { event_name: 'lead.created', email: 'quiet@example.com' },
+    ]) {
+      const res = await a.post('/email/events', body);
+      assert.equal(res.statusCode, 202, res.body);
+      ids.push(res.json().event_id);
+      assert.match((await a.get(`/email/events/${res.json().event_id}`)).json().event.processed_at, /Z$/, body.event_name);
+    }
+    for (const id of ids) assert.deepEqual(await state(id), { processed: true, decided: true });
+    assert.equal(await jobs(), before, 'no process_events job');
+    // A trigger a campaign of the team lists: its job, left to the decider.
+    const sale = await a.post('/email/events', { event_name: 'sale.created', email: 'quiet@example.com' });
+    assert.deepEqual(await state(sale.json().event_id), { processed: false, decided: false });
+    assert.equal(await jobs(), before + 1);
   });
 
   test('the same idempotency_key returns the first id and does nothing more, also when sent concurrently', async () => {
@@ -154,6 +185,8 @@ describe('event ingestion', () => {
 
   test('contact.unsubscribed: status, reason, listed, one email.contact.unsubscribed event; later triggers skip', async () => {
     const s = await setup(t, sink.port);
+    // Never delivered: the drain below runs the jobs, not the webhook dispatcher.
+    await createWebhook(t.database.db, webhookSecretBox(testConfig().appSecret), s.teamId, { url: 'http://127.0.0.1:9/hook', events: ['email.contact.unsubscribed'] });
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId], events: ['lead.created'] });
     await s.a.post('/email/contacts/upsert', { email: 'bye@example.com' });
     const res = await s.a.post('/email/events', { event_name: 'contact.unsubscribed', email: 'bye@example.com', payload: { reason: 'too many' } });
