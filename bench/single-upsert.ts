@@ -8,8 +8,11 @@
 //
 //   API       POST /public/v1/email/contacts/upsert to the real app in its own
 //             process (bench/servers/app.ts), from undici in this one: the
-//             route's transaction (the upsert, its contact.saved event and job,
-//             the contact read for the answer) plus HTTP, auth and validation;
+//             route's transaction (the upsert, its contact.saved event, the
+//             contact read for the answer) plus HTTP, auth and validation. The
+//             team has no campaign and no webhook, so the event gets no
+//             process_events job (docs/decisions.md, "Events nobody handles
+//             get no job");
 //   raw SQL   the upsert statement alone (no event, no job, no transaction),
 //             through pg in this process: the baseline.
 //
