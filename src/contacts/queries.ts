@@ -335,8 +335,12 @@ export function savedPayload(
   };
 }
 
-/** A timestamptz as Date#toISOString() writes it (UTC, milliseconds; both truncate the microseconds). */
-function isoSql(col: string): string {
+/**
+ * A timestamptz as Date#toISOString() writes it (UTC, milliseconds; both
+ * truncate the microseconds), for UTC years 1 to 9999 (outside them
+ * JavaScript writes a sign and six digits). `col` is written in code.
+ */
+export function isoSql(col: string): string {
   return `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 }
 

@@ -10,7 +10,7 @@ import { sql, type Transaction } from 'kysely';
 import { PREPARED, type Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
-import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
+import { isoSql, markUnsubscribed, savedPayload } from '../contacts/queries.ts';
 import { suppressedStatusSql } from '../contacts/suppressions.ts';
 import { campaignListensSql, claimEvent, emit, enqueueEventProcessing, webhookListensSql } from '../events/emit.ts';
 import { TRIGGER_EVENT_NAMES } from '../events/triggers.ts';
@@ -128,11 +128,116 @@ async function ingestSaved(db: Db, teamId: string, email: string, input: IngestI
   });
 }
 
+type Conversion = {
+  attribution: { source: string | null; campaign_id: string | null; campaign_send_id: string | null };
+  /** A sale's fields (null for a lead). */
+  sale: { amount: number | null; currency: string | null } | null;
+};
+
+/** A lead's or sale's fields, from a payload checkIngestInput has passed. */
+function conversionOf(p: Record<string, unknown>, sale: boolean): Conversion {
+  const amount = typeof p.amount === 'number' ? p.amount : null;
+  const currency = typeof p.currency === 'string' ? p.currency.toUpperCase() : null;
+  return {
+    attribution: {
+      source: typeof p.source === 'string' ? p.source : null,
+      campaign_id: typeof p.campaign_id === 'string' ? p.campaign_id.toLowerCase() : null,
+      campaign_send_id: typeof p.campaign_send_id === 'string' ? p.campaign_send_id.toLowerCase() : null,
+    },
+    sale: sale ? { amount, currency } : null,
+  };
+}
+
+/** The lead.created / sale.created payload (docs/api.md, "Webhook payloads") but its row id and created_at. */
+function conversionPayload(contact: ContactRow | null, c: Conversion): Record<string, unknown> {
+  return { contact_id: contact?.id ?? null, email: contact?.email ?? null, ...c.sale, ...c.attribution };
+}
+
+/** The contact's lead or sale counters, and the contact.saved of a contact the conversion created. */
+async function countConversion(tx: Tx, teamId: string, contact: ContactRow | null, sale: boolean, at: Date): Promise<void> {
+  if (!contact) return;
+  // first/last by the conversion's own time, so a late-arriving older event does not move last_*.
+  await (sale
+    ? sql`${sql.raw(PREPARED)} UPDATE contacts SET sales_count = sales_count + 1, first_sale_at = least(first_sale_at, ${at}),
+            last_sale_at = greatest(last_sale_at, ${at}), updated_at = now() WHERE id = ${contact.id} AND team_id = ${teamId}`
+    : sql`${sql.raw(PREPARED)} UPDATE contacts SET leads_count = leads_count + 1, first_lead_at = least(first_lead_at, ${at}),
+            last_lead_at = greatest(last_lead_at, ${at}), updated_at = now() WHERE id = ${contact.id} AND team_id = ${teamId}`
+  ).execute(tx);
+  // A contact the conversion created was saved: the same event an upsert would emit.
+  if (contact.created) await emit(tx, [{ teamId, name: 'contact.saved', contactId: contact.id, payload: savedPayload(contact) }]);
+}
+
+/**
+ * A lead or sale without an idempotency key: it cannot repeat an earlier
+ * event, so its event row is written once, complete, with its leads or sales
+ * row, in one statement. The keyed path claims the row first and fills it in
+ * after: an UPDATE that writes the row and an entry in each of the events
+ * table's indexes a second time (as ingestSaved avoids for contact.saved).
+ * The payload's created_at is the event's time written by SQL as JavaScript
+ * writes it; an occurred_at in year 1 or 9999 may fall outside years 1-9999
+ * in UTC, where the two differ, so such events take the keyed path.
+ */
+async function ingestConversion(db: Db, teamId: string, email: string | undefined, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
+  const sale = input.event_name === 'sale.created';
+  const p = input.payload ?? {};
+  const c = conversionOf(p, sale);
+  return db.transaction().execute(async (tx) => {
+    await checkAttribution(tx, teamId, p);
+    const contact = email ? await ensureContact(tx, teamId, email) : null;
+    // Both rows' ids are made first (the event's payload names the lead or
+    // sale, which names the event); the foreign key is checked at the statement's end.
+    const conversion = sale
+      ? sql`INSERT INTO sales (id, team_id, contact_id, event_id, amount, currency, source, campaign_id, campaign_send_id, created_at)
+            SELECT v.row_id, v.team_id, v.contact_id, v.event_id, ${c.sale!.amount}::numeric, ${c.sale!.currency}::text, ${c.attribution.source}::text,
+                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, v.at FROM v`
+      : sql`INSERT INTO leads (id, team_id, contact_id, event_id, source, campaign_id, campaign_send_id, created_at)
+            SELECT v.row_id, v.team_id, v.contact_id, v.event_id, ${c.attribution.source}::text,
+                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, v.at FROM v`;
+    // As emit() records it: processed (no job) when nothing handles it, decided
+    // when it has a contact and no campaign of the team lists it.
+    const { rows } = await sql<{ id: string; occurred_at: Date; pending: boolean }>`${sql.raw(PREPARED)}
+      WITH v AS MATERIALIZED (
+        SELECT plover_uuid_v7() AS event_id, plover_uuid_v7() AS row_id, ${teamId}::uuid AS team_id,
+               ${input.event_name}::text AS name, ${contact?.id ?? null}::uuid AS contact_id,
+               coalesce(${input.occurred_at ?? null}::timestamptz, now()) AS at
+      ),
+      ev AS (
+        INSERT INTO events (id, team_id, name, contact_id, payload, occurred_at, input, processed_at, decided_at)
+        SELECT v.event_id, v.team_id, v.name, v.contact_id,
+               ${JSON.stringify(conversionPayload(contact, c))}::jsonb
+                 || jsonb_build_object(${sql.lit(sale ? 'sale_id' : 'lead_id')}, v.row_id, 'created_at', ${sql.raw(isoSql('v.at'))}),
+               v.at, ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb,
+               CASE WHEN l.campaign OR l.webhook THEN NULL ELSE now() END,
+               CASE WHEN v.contact_id IS NOT NULL AND NOT l.campaign THEN now() END
+          FROM v CROSS JOIN LATERAL (
+            SELECT v.contact_id IS NOT NULL AND ${sql.raw(campaignListensSql('v.team_id', 'v.name'))} AS campaign,
+                   ${sql.raw(webhookListensSql('v.team_id', 'v.name'))} AS webhook) l
+        RETURNING id, occurred_at, processed_at IS NULL AS pending
+      ),
+      conversion AS (${conversion})
+      SELECT id, occurred_at, pending FROM ev`.execute(tx);
+    const ev = rows[0]!;
+    await countConversion(tx, teamId, contact, sale, ev.occurred_at);
+    if (ev.pending) await enqueueEventProcessing(tx, [ev.id]);
+    return { eventId: ev.id, duplicate: false };
+  });
+}
+
+/** Whether an occurred_at (RFC 3339, checked) stays within years 1-9999 in UTC whatever its offset: years 2 to 9998. */
+function inPlainYears(occurredAt: string | undefined): boolean {
+  if (occurredAt === undefined) return true;
+  const year = Number(occurredAt.slice(0, 4));
+  return year >= 2 && year <= 9998;
+}
+
 /** Records one ingested event with its effects; a repeated idempotency_key returns the first event and does nothing. */
 export async function ingestEvent(db: Db, teamId: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
   const email = input.email === undefined ? undefined : normalizeEmail(input.email);
   const p = input.payload ?? {};
   if (input.event_name === 'contact.saved' && input.idempotency_key == null && email) return ingestSaved(db, teamId, email, input);
+  if ((input.event_name === 'lead.created' || input.event_name === 'sale.created') && input.idempotency_key == null && inPlainYears(input.occurred_at)) {
+    return ingestConversion(db, teamId, email, input);
+  }
   return db.transaction().execute(async (tx) => {
     if (input.event_name === 'lead.created' || input.event_name === 'sale.created') await checkAttribution(tx, teamId, p);
     const ev = await claimEvent(tx, { teamId, name: input.event_name, key: input.idempotency_key, occurredAt: input.occurred_at, input: input.payload ?? null });
@@ -160,41 +265,20 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
       case 'lead.created':
       case 'sale.created': {
         const sale = input.event_name === 'sale.created';
-        const attribution = {
-          source: typeof p.source === 'string' ? p.source : null,
-          campaign_id: typeof p.campaign_id === 'string' ? p.campaign_id.toLowerCase() : null,
-          campaign_send_id: typeof p.campaign_send_id === 'string' ? p.campaign_send_id.toLowerCase() : null,
-        };
-        const amount = typeof p.amount === 'number' ? p.amount : null;
-        const currency = typeof p.currency === 'string' ? p.currency.toUpperCase() : null;
+        const c = conversionOf(p, sale);
         // Prepared, like the rest of an event's statements (keyed by ids): every
         // ingested lead or sale runs them (src/db/pool.ts).
         const { rows } = sale
           ? await sql<{ id: string }>`${sql.raw(PREPARED)}
               INSERT INTO sales (team_id, contact_id, event_id, amount, currency, source, campaign_id, campaign_send_id, created_at)
-              VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${amount}, ${currency}, ${attribution.source},
-                      ${attribution.campaign_id}, ${attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx)
+              VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${c.sale!.amount}, ${c.sale!.currency}, ${c.attribution.source},
+                      ${c.attribution.campaign_id}, ${c.attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx)
           : await sql<{ id: string }>`${sql.raw(PREPARED)}
               INSERT INTO leads (team_id, contact_id, event_id, source, campaign_id, campaign_send_id, created_at)
-              VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${attribution.source},
-                      ${attribution.campaign_id}, ${attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx);
-        if (contact) {
-          // first/last by the conversion's own time, so a late-arriving older event does not move last_*.
-          await (sale
-            ? sql`${sql.raw(PREPARED)} UPDATE contacts SET sales_count = sales_count + 1, first_sale_at = least(first_sale_at, ${at}),
-                    last_sale_at = greatest(last_sale_at, ${at}), updated_at = now() WHERE id = ${contact.id} AND team_id = ${teamId}`
-            : sql`${sql.raw(PREPARED)} UPDATE contacts SET leads_count = leads_count + 1, first_lead_at = least(first_lead_at, ${at}),
-                    last_lead_at = greatest(last_lead_at, ${at}), updated_at = now() WHERE id = ${contact.id} AND team_id = ${teamId}`
-          ).execute(tx);
-          // A contact the conversion created was saved: the same event an upsert would emit.
-          if (contact.created) await emit(tx, [{ teamId, name: 'contact.saved', contactId: contact.id, payload: savedPayload(contact) }]);
-        }
-        payload = {
-          [sale ? 'sale_id' : 'lead_id']: rows[0].id, contact_id: contact?.id ?? null, email: contact?.email ?? null,
-          created_at: at.toISOString(),
-          ...(sale ? { amount, currency } : {}),
-          ...attribution,
-        };
+              VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${c.attribution.source},
+                      ${c.attribution.campaign_id}, ${c.attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx);
+        await countConversion(tx, teamId, contact, sale, at);
+        payload = { [sale ? 'sale_id' : 'lead_id']: rows[0].id, ...conversionPayload(contact, c), created_at: at.toISOString() };
         break;
       }
     }

@@ -110,6 +110,43 @@ describe('event ingestion', () => {
     assert.equal(await jobs(), before + 1);
   });
 
+  test('a lead or sale without a key writes its event row once, complete, with its row; created_at is the event time as JavaScript writes it', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    await listeningCampaign(t.database.db, teamId, ['lead.created', 'sale.created']);
+    const eventWrites = (texts: string[]) => texts.filter((x) => /\b(INSERT INTO|UPDATE) events\b/i.test(x));
+    for (const name of ['lead.created', 'sale.created'] as const) {
+      let id = '';
+      const texts = await statements(async () => {
+        const res = await a.post('/email/events', { event_name: name, email: 'conv@example.com', payload: { source: 'ad', amount: 12.5, currency: 'usd' } });
+        assert.equal(res.statusCode, 202, res.body);
+        id = res.json().event_id;
+      });
+      const writes = eventWrites(texts);
+      assert.equal(writes.length, name === 'lead.created' ? 2 : 1, writes.join('\n')); // the first lead also creates the contact (contact.saved)
+      assert.ok(writes.every((w) => !/\bUPDATE events\b/i.test(w)), writes.join('\n'));
+      const { rows: [ev] } = await t.database.pool.query('SELECT payload, occurred_at, processed_at, decided_at FROM events WHERE id = $1', [id]);
+      const table = name === 'lead.created' ? 'leads' : 'sales';
+      const { rows: [row] } = await t.database.pool.query(`SELECT id, created_at FROM ${table} WHERE event_id = $1`, [id]);
+      assert.equal(ev.payload[name === 'lead.created' ? 'lead_id' : 'sale_id'], row.id);
+      assert.equal(ev.payload.created_at, (ev.occurred_at as Date).toISOString());
+      assert.equal((row.created_at as Date).getTime(), (ev.occurred_at as Date).getTime());
+      assert.equal(ev.processed_at, null, 'a campaign listens: left to its job');
+      assert.equal(ev.decided_at, null);
+    }
+    // Microseconds truncate as Date#toISOString() of the stored time does; the
+    // years where SQL and JavaScript write a time differently go the keyed way.
+    for (const occurred_at of ['2030-01-01T00:00:00.123999Z', '9999-12-31T23:59:59-15:59', '0001-01-01T00:00:00+15:59']) {
+      const res = await a.post('/email/events', { event_name: 'lead.created', email: 'conv@example.com', occurred_at });
+      assert.equal(res.statusCode, 202, `${occurred_at}: ${res.body}`);
+      const { rows: [ev] } = await t.database.pool.query('SELECT payload, occurred_at FROM events WHERE id = $1', [res.json().event_id]);
+      assert.equal(ev.payload.created_at, (ev.occurred_at as Date).toISOString(), occurred_at);
+    }
+    const contact = await contactByEmail(t, teamId, 'conv@example.com');
+    assert.equal(contact.leads_count, 4);
+    assert.equal(contact.sales_count, 1);
+  });
+
   test('the same idempotency_key returns the first id and does nothing more, also when sent concurrently', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
     const a = api(t, key);
