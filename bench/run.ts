@@ -53,6 +53,7 @@ const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
   dkim: { bench: 'campaigns', usage: '--dkim <keys>          campaigns: DKIM keys of the mail account: none, rsa, ed25519 or both (default none)' },
 };
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
+  listening: { bench: 'conversions', usage: '--listening            conversions: a campaign of the team lists lead.created and sale.created (each event gets its process_events job)' },
   strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },
   screenshots: { bench: 'stats', usage: '--screenshots          stats: full-page screenshots of the dashboard at this size into docs/screenshots/ (needs Chromium)' },
   'pg-stats': { bench: 'campaigns,webhooks,tracking-replay,transactional', usage: '--pg-stats             campaigns, webhooks, tracking-replay, transactional: PostgreSQL\'s time per statement (pg_stat_statements) of each run; starts the embedded server with it (a DATABASE_URL server must preload it); other benches of the same run share that server' },
