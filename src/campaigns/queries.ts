@@ -4,6 +4,7 @@
 // start and stop.
 import { escapeLike } from '../lib/text.ts';
 import { sql, type RawBuilder, type Transaction } from 'kysely';
+import { ISO_FORMAT } from '../db/iso.ts';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { CampaignValue, SendDataValue, TriggerEvent } from './schemas.ts';
@@ -12,7 +13,7 @@ import { paginate } from '../lib/paginate.ts';
 type Executor = Db | Transaction<Database>;
 
 /** ISO 8601 UTC with milliseconds, as Date.toISOString() renders it (docs/api.md, "Identifiers, times, strings"). */
-const iso = (column: RawBuilder<unknown>) => sql<string>`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+const iso = (column: RawBuilder<unknown>) => sql<string>`to_char(${column} AT TIME ZONE 'UTC', ${sql.raw(ISO_FORMAT)})`;
 
 // Sends are aggregated per campaign in a LATERAL subquery: a page of campaigns
 // with all their sends is one statement, not one per campaign.

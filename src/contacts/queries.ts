@@ -1,10 +1,11 @@
 // Contact writes. Every batch path is one set-based statement over a JSON array
 // (no per-row round trips); the single upsert is a batch of one.
 import { CompiledQuery, sql, type Transaction } from 'kysely';
+import { isoSql } from '../db/iso.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
 import { sizeClass } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
-import { campaignListensSql, emit, enqueueEventProcessing, webhookListensSql } from '../events/emit.ts';
+import { emit, enqueueEventProcessing, listenersSql } from '../events/emit.ts';
 import { suppress, suppressedStatusSql } from './suppressions.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
 import { validationFailed } from '../lib/errors.ts';
@@ -138,14 +139,13 @@ const ADDED_TAGS = `(SELECT count(*) FROM (SELECT unnest(i.tags) EXCEPT SELECT u
 // A contact.saved nobody handles (no campaign of the team triggered by it, no
 // webhook subscribed) is recorded decided and processed, with no job, as emit()
 // records it (events/emit.ts); only the others come back as 'event' rows.
+const SAVED_LISTENERS = listenersSql('$1::uuid', "'contact.saved'", 'true');
 const EVENTS_CTE = `,
 ev AS (
   INSERT INTO events (team_id, name, contact_id, payload, processed_at, decided_at)
-  SELECT $1::uuid, 'contact.saved', s.id, ${savedPayloadSql('s')},
-         CASE WHEN l.campaign OR l.webhook THEN NULL ELSE now() END, CASE WHEN NOT l.campaign THEN now() END
+  SELECT $1::uuid, 'contact.saved', s.id, ${savedPayloadSql('s')}, ${SAVED_LISTENERS.processedAt}, ${SAVED_LISTENERS.decidedAt}
   FROM (SELECT * FROM ins UNION ALL SELECT * FROM upd) s
-  CROSS JOIN (SELECT ${campaignListensSql('$1::uuid', "'contact.saved'")} AS campaign,
-                     ${webhookListensSql('$1::uuid', "'contact.saved'")} AS webhook) l
+  ${SAVED_LISTENERS.join}
   RETURNING id, processed_at IS NULL AS pending
 )`;
 const EVENTS_ROWS = "UNION ALL SELECT 'event', ev.id::text, NULL, NULL FROM ev WHERE ev.pending";
@@ -333,15 +333,6 @@ export function savedPayload(
     created_at: r.created_at.toISOString(),
     updated_at: r.updated_at.toISOString(),
   };
-}
-
-/**
- * A timestamptz as Date#toISOString() writes it (UTC, milliseconds; both
- * truncate the microseconds), for UTC years 1 to 9999 (outside them
- * JavaScript writes a sign and six digits). `col` is written in code.
- */
-export function isoSql(col: string): string {
-  return `to_char(${col} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 }
 
 /** savedPayload() in SQL, of the contact row `s` (test/contacts/events.test.ts holds the two equal). */

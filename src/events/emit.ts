@@ -6,7 +6,7 @@ import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
 import { addJobs } from '../lib/jobs.ts';
 import { PREPARED } from '../db/pool.ts';
-import { TRIGGER_NAMES_SQL } from './triggers.ts';
+import { TRIGGER_NAMES_TEXT } from './triggers.ts';
 
 /** Business events (campaign-trigger names) and e-mail events (webhook names). */
 export type EventName =
@@ -36,10 +36,12 @@ export type NewEvent = {
   occurredAt?: Date | string;
 };
 
-// SQL operands of the listener checks below: a column (`x.name`), a
-// parameter cast to uuid (`$1::uuid`) or an event-name literal. Written in
-// code, never input; checked so a slip cannot put anything else into a text.
-const OPERAND = /^(\$\d+::uuid|[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?|'[a-z_.]+')$/;
+// SQL operands of the listener checks below: a qualified column (`x.name`: a
+// bare name inside the checks' subqueries would mean their own table's
+// column), a parameter cast to uuid (`$1::uuid`) or an event-name literal.
+// Written in code, never input; checked so a slip cannot put anything else
+// into a text.
+const OPERAND = /^(\$\d+::uuid|[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*|'[a-z_.]+')$/;
 function operand(expr: string): string {
   if (!OPERAND.test(expr)) throw new Error(`events: not an SQL operand written in code: ${expr}`);
   return expr;
@@ -66,7 +68,8 @@ export function webhookEventName(column: string): RawBuilder<unknown> {
  * (enqueueDeliveries in webhooks/deliveries.ts).
  */
 export function webhookListensSql(team: string, name: string): string {
-  return `EXISTS (SELECT 1 FROM webhooks w WHERE w.team_id = ${operand(team)} AND ${webhookEventNameSql(name)} = ANY (w.events))`;
+  return `EXISTS (SELECT 1 FROM webhooks listening_webhook
+                  WHERE listening_webhook.team_id = ${operand(team)} AND ${webhookEventNameSql(name)} = ANY (listening_webhook.events))`;
 }
 
 /**
@@ -80,8 +83,31 @@ export function webhookListensSql(team: string, name: string): string {
 export function campaignListensSql(team: string, name: string): string {
   // The first two conditions are campaigns_trigger_idx's (migration 0037): a
   // team's broadcasts and automations, which list no trigger, are not read.
-  return `EXISTS (SELECT 1 FROM campaigns c WHERE c.team_id = ${operand(team)} AND c.deleted_at IS NULL AND cardinality(c.trigger_events) > 0
-                   AND ${operand(name)} = ANY (c.trigger_events))`;
+  return `EXISTS (SELECT 1 FROM campaigns listening_campaign
+                  WHERE listening_campaign.team_id = ${operand(team)} AND listening_campaign.deleted_at IS NULL
+                    AND cardinality(listening_campaign.trigger_events) > 0 AND ${operand(name)} = ANY (listening_campaign.trigger_events))`;
+}
+
+/**
+ * Who listens to one event being written, as SQL, for every statement that
+ * writes events (emit() below, the upsert's events, both ingestion paths):
+ * `join` (a CROSS JOIN LATERAL, so it may follow any FROM item) gives `l`,
+ * whether the event is a trigger (`trigger`, an SQL condition written in code:
+ * a campaign trigger with a contact), whether a campaign of team `team` lists
+ * event `name` (for a trigger only), and whether a webhook of the team
+ * subscribes to it. `processedAt` and `decidedAt` are the event's columns for
+ * it: processed, with no job, when nothing listens (or when `handled`, an SQL
+ * condition, is false: an unsubscribe that changed nothing); decided, with no
+ * decisions, when it is a trigger that no campaign lists. The statements
+ * return `processed_at IS NULL`: the event needs its process_events job.
+ */
+export function listenersSql(team: string, name: string, trigger: string, handled = 'true'): { join: string; processedAt: string; decidedAt: string } {
+  return {
+    join: `CROSS JOIN LATERAL (SELECT ${trigger} AS trigger, (${trigger}) AND ${campaignListensSql(team, name)} AS campaign,
+                                      ${webhookListensSql(team, name)} AS webhook) l`,
+    processedAt: `CASE WHEN (${handled}) AND (l.campaign OR l.webhook) THEN NULL ELSE now() END`,
+    decidedAt: `CASE WHEN l.trigger AND NOT l.campaign THEN now() END`,
+  };
 }
 
 // One job per this many events: a 1,000-contact bulk upsert is 2 jobs, not 1,000.
@@ -109,17 +135,13 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
   // "Events nobody handles get no job").
   // Prepared: unnamed, it was planned at every call (177 µs for a batch of
   // results in `bench campaigns`' latency run), more than it took to run.
+  const who = listenersSql('x.team_id', 'x.name', `x.contact_id IS NOT NULL AND x.name IN ${TRIGGER_NAMES_TEXT}`);
   const { rows: inserted } = await sql<{ id: string; pending: boolean }>`${sql.raw(PREPARED)}
     INSERT INTO events (team_id, name, contact_id, payload, occurred_at, processed_at, decided_at)
-    SELECT x.team_id, x.name, x.contact_id, x.payload, coalesce(x.occurred_at, now()),
-           CASE WHEN l.campaign OR l.webhook THEN NULL ELSE now() END,
-           CASE WHEN l.trigger AND NOT l.campaign THEN now() END
+    SELECT x.team_id, x.name, x.contact_id, x.payload, coalesce(x.occurred_at, now()), ${sql.raw(who.processedAt)}, ${sql.raw(who.decidedAt)}
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
       AS x(team_id uuid, name text, contact_id uuid, payload jsonb, occurred_at timestamptz)
-    CROSS JOIN LATERAL (SELECT x.contact_id IS NOT NULL AND x.name IN ${TRIGGER_NAMES_SQL} AS trigger) t
-    CROSS JOIN LATERAL (SELECT t.trigger,
-                               t.trigger AND ${sql.raw(campaignListensSql('x.team_id', 'x.name'))} AS campaign,
-                               ${sql.raw(webhookListensSql('x.team_id', 'x.name'))} AS webhook) l
+    ${sql.raw(who.join)}
     RETURNING id, processed_at IS NULL AS pending`.execute(tx);
   await enqueueEventProcessing(tx, inserted.filter((r) => r.pending).map((r) => r.id));
   return inserted.map((r) => r.id);

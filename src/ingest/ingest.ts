@@ -10,10 +10,11 @@ import { sql, type Transaction } from 'kysely';
 import { PREPARED, type Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
-import { isoSql, markUnsubscribed, savedPayload } from '../contacts/queries.ts';
+import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
+import { isoSql } from '../db/iso.ts';
 import { suppressedStatusSql } from '../contacts/suppressions.ts';
-import { campaignListensSql, claimEvent, emit, enqueueEventProcessing, webhookListensSql } from '../events/emit.ts';
-import { TRIGGER_EVENT_NAMES } from '../events/triggers.ts';
+import { claimEvent, emit, enqueueEventProcessing, listenersSql } from '../events/emit.ts';
+import { TRIGGER_NAMES_TEXT } from '../events/triggers.ts';
 import { UUID_RE } from '../http/schemas.ts';
 import { normalizeEmail } from '../lib/text.ts';
 
@@ -62,6 +63,12 @@ export function checkIngestInput(body: IngestInput): ErrorDetail[] {
   }
   return details;
 }
+
+// Who listens to the event each ingestion statement writes (events/emit.ts,
+// listenersSql): their events are recorded as emit() records them.
+const SAVED_LISTENERS = listenersSql('v.team_id', "'contact.saved'", 'true');
+const CONVERSION_LISTENERS = listenersSql('v.team_id', 'v.name', 'v.contact_id IS NOT NULL');
+const KEYED_LISTENERS = listenersSql('v.team_id', 'v.name', `v.contact_id IS NOT NULL AND v.name IN ${TRIGGER_NAMES_TEXT}`, 'v.handled');
 
 type ContactRow = { id: string; email: string; first_name: string | null; last_name: string | null; phone: string | null;
   foreign_id: string | null; country_code: string | null; status: string; created_at: Date; updated_at: Date; created: boolean };
@@ -118,10 +125,9 @@ async function ingestSaved(db: Db, teamId: string, email: string, input: IngestI
       SELECT v.team_id, 'contact.saved', ${contact.id}::uuid, ${JSON.stringify(savedPayload(contact))}::jsonb,
              coalesce(${input.occurred_at ?? null}::timestamptz, now()),
              ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb,
-             CASE WHEN l.campaign OR l.webhook THEN NULL ELSE now() END, CASE WHEN NOT l.campaign THEN now() END
+             ${sql.raw(SAVED_LISTENERS.processedAt)}, ${sql.raw(SAVED_LISTENERS.decidedAt)}
         FROM (SELECT ${teamId}::uuid AS team_id) v
-       CROSS JOIN LATERAL (SELECT ${sql.raw(campaignListensSql('v.team_id', "'contact.saved'"))} AS campaign,
-                                  ${sql.raw(webhookListensSql('v.team_id', "'contact.saved'"))} AS webhook) l
+       ${sql.raw(SAVED_LISTENERS.join)}
       RETURNING id, processed_at IS NULL AS pending`.execute(tx);
     if (rows[0]!.pending) await enqueueEventProcessing(tx, [rows[0]!.id]);
     return { eventId: rows[0]!.id, duplicate: false };
@@ -185,14 +191,15 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
     await checkAttribution(tx, teamId, p);
     const contact = email ? await ensureContact(tx, teamId, email) : null;
     // Both rows' ids are made first (the event's payload names the lead or
-    // sale, which names the event); the foreign key is checked at the statement's end.
+    // sale, which names the event); the foreign key is checked at the statement's
+    // end. The row's created_at in milliseconds, as the keyed path writes it (a Date).
     const conversion = sale
       ? sql`INSERT INTO sales (id, team_id, contact_id, event_id, amount, currency, source, campaign_id, campaign_send_id, created_at)
             SELECT v.row_id, v.team_id, v.contact_id, v.event_id, ${c.sale!.amount}::numeric, ${c.sale!.currency}::text, ${c.attribution.source}::text,
-                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, v.at FROM v`
+                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, date_trunc('milliseconds', v.at) FROM v`
       : sql`INSERT INTO leads (id, team_id, contact_id, event_id, source, campaign_id, campaign_send_id, created_at)
             SELECT v.row_id, v.team_id, v.contact_id, v.event_id, ${c.attribution.source}::text,
-                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, v.at FROM v`;
+                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, date_trunc('milliseconds', v.at) FROM v`;
     // As emit() records it: processed (no job) when nothing handles it, decided
     // when it has a contact and no campaign of the team lists it.
     const { rows } = await sql<{ id: string; occurred_at: Date; pending: boolean }>`${sql.raw(PREPARED)}
@@ -207,11 +214,8 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
                ${JSON.stringify(conversionPayload(contact, c))}::jsonb
                  || jsonb_build_object(${sql.lit(sale ? 'sale_id' : 'lead_id')}, v.row_id, 'created_at', ${sql.raw(isoSql('v.at'))}),
                v.at, ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb,
-               CASE WHEN l.campaign OR l.webhook THEN NULL ELSE now() END,
-               CASE WHEN v.contact_id IS NOT NULL AND NOT l.campaign THEN now() END
-          FROM v CROSS JOIN LATERAL (
-            SELECT v.contact_id IS NOT NULL AND ${sql.raw(campaignListensSql('v.team_id', 'v.name'))} AS campaign,
-                   ${sql.raw(webhookListensSql('v.team_id', 'v.name'))} AS webhook) l
+               ${sql.raw(CONVERSION_LISTENERS.processedAt)}, ${sql.raw(CONVERSION_LISTENERS.decidedAt)}
+          FROM v ${sql.raw(CONVERSION_LISTENERS.join)}
         RETURNING id, occurred_at, processed_at IS NULL AS pending
       ),
       conversion AS (${conversion})
@@ -284,14 +288,12 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
     }
     // As emit() records it: processed (no job) when nothing handles it, decided
     // when it is a trigger with a contact that no campaign of the team lists.
-    const trigger = contact !== null && TRIGGER_EVENT_NAMES.has(input.event_name);
     const { rows: done } = await sql<{ pending: boolean }>`${sql.raw(PREPARED)}
-      UPDATE events SET contact_id = ${contact?.id ?? null}, payload = ${JSON.stringify(payload)}::jsonb,
-             processed_at = CASE WHEN ${process}::boolean AND (l.campaign OR l.webhook) THEN NULL ELSE now() END,
-             decided_at = CASE WHEN ${trigger}::boolean AND NOT l.campaign THEN now() END
-        FROM (SELECT ${teamId}::uuid AS team_id, ${input.event_name}::text AS name) v
-       CROSS JOIN LATERAL (SELECT ${trigger}::boolean AND ${sql.raw(campaignListensSql('v.team_id', 'v.name'))} AS campaign,
-                                  ${sql.raw(webhookListensSql('v.team_id', 'v.name'))} AS webhook) l
+      UPDATE events SET contact_id = v.contact_id, payload = ${JSON.stringify(payload)}::jsonb,
+             processed_at = ${sql.raw(KEYED_LISTENERS.processedAt)}, decided_at = ${sql.raw(KEYED_LISTENERS.decidedAt)}
+        FROM (SELECT ${teamId}::uuid AS team_id, ${input.event_name}::text AS name, ${contact?.id ?? null}::uuid AS contact_id,
+                     ${process}::boolean AS handled) v
+       ${sql.raw(KEYED_LISTENERS.join)}
        WHERE events.id = ${ev.id} AND events.team_id = v.team_id
       RETURNING events.processed_at IS NULL AS pending`.execute(tx);
     if (done[0]!.pending) await enqueueEventProcessing(tx, [ev.id]);

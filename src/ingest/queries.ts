@@ -2,9 +2,10 @@
 // decisions it caused. Timestamps are formatted in SQL (ISO 8601 UTC with
 // milliseconds) because the rows go out as they are.
 import { sql } from 'kysely';
+import { isoSql } from '../db/iso.ts';
 import type { Db } from '../db/pool.ts';
 
-const iso = (column: string) => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
+const iso = (column: string) => sql.raw(isoSql(column));
 
 export async function findEventView(db: Db, teamId: string, id: string): Promise<Record<string, unknown> | undefined> {
   const { rows } = await sql<Record<string, unknown>>`

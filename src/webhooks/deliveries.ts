@@ -2,6 +2,7 @@
 // dispatchers claim due rows in batches with a lease and write each attempt's
 // result back in one set-based statement. All SQL of deliveries lives here.
 import { sql, type Selectable, type Transaction } from 'kysely';
+import { isoSql } from '../db/iso.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
 import { recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
@@ -50,7 +51,7 @@ export function envelopeOf(table: string) {
   const t = sql.table(table);
   return sql<Record<string, unknown> | null>`coalesce(${t}.payload, (
     SELECT json_build_object('id', ${t}.id, 'event', ${t}.event, 'team_id', ${t}.team_id,
-      'timestamp', to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+      'timestamp', ${sql.raw(isoSql('e.occurred_at'))},
       'payload', e.payload)
     FROM events e WHERE e.id = ${t}.event_id))`;
 }
@@ -254,7 +255,7 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
         sequence_attempts = d.sequence_attempts + 1,
         attempted_at = d.attempted_at || r.at,
         attempt_log = d.attempt_log || jsonb_build_array(jsonb_build_object(
-          'at', to_char(r.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+          'at', ${sql.raw(isoSql('r.at'))},
           'response_code', r.code, 'duration_ms', r.duration_ms, 'error', r.error)),
         response_code = r.code,
         response_body = r.body,

@@ -74,6 +74,22 @@ describe('campaign decisions', () => {
     assert.ok(c.id);
   });
 
+  test('a trigger is decided for the campaigns that exist when its job runs; one that no campaign listed when it was recorded is decided with none', async () => {
+    const s = await setup(t, sink.port);
+    // Nothing lists lead.created: recorded decided and processed, no job; a campaign made after it never takes it up.
+    const early = await trigger(s, 'early@example.com', 'lead.created');
+    const first = await createCampaign(s.a, base(s, { events: ['lead.created'] }));
+    // A campaign lists it: a job, which decides with the campaigns there are when it runs, the later one included.
+    const ev = await trigger(s, 'later@example.com', 'lead.created');
+    const second = await createCampaign(s.a, base(s, { events: ['lead.created'], event_triggered_send: { contact_cooldown_interval: 0 } }));
+    await drain(t);
+    assert.deepEqual(await decisions(s, early), []);
+    const got = await s.a.get(`/email/events/${early}`);
+    assert.match(got.json().event.processed_at, /Z$/, 'processed');
+    assert.deepEqual((await decisions(s, ev)).map(([campaign, decision]) => [campaign, decision]).sort(byJson),
+      [[first.id, 'send'], [second.id, 'send']].sort(byJson));
+  });
+
   test('segment rules: equals, not_equals, contains, greater/less than, is_set, has_tag', async () => {
     const s = await setup(t, sink.port);
     const rules = [

@@ -147,6 +147,41 @@ describe('event ingestion', () => {
     assert.equal(contact.sales_count, 1);
   });
 
+  test('a lead or sale has the same payload and row with a key as without one', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    // The team's campaign, for the attribution (its trigger also gives the leads their jobs).
+    const { rows: [{ id: campaignId }] } = await t.database.pool.query(
+      `INSERT INTO campaigns (team_id, name, draft_data, trigger_events) VALUES ($1, 'x', '{}', '{lead.created}') RETURNING id`, [teamId]);
+    const occurred_at = '2031-05-06T07:08:09.123456+02:00';
+    for (const name of ['lead.created', 'sale.created'] as const) {
+      const payload = { source: 'Ads', campaign_id: String(campaignId).toUpperCase(), amount: 10.05, currency: 'chf' };
+      const ids: string[] = [];
+      for (const idempotency_key of [undefined, `${name}-k`]) {
+        const res = await a.post('/email/events', { event_name: name, email: 'same@example.com', occurred_at, idempotency_key, payload });
+        assert.equal(res.statusCode, 202, res.body);
+        ids.push(res.json().event_id);
+      }
+      const table = name === 'lead.created' ? 'leads' : 'sales';
+      const idKey = name === 'lead.created' ? 'lead_id' : 'sale_id';
+      const { rows } = await t.database.pool.query(
+        `SELECT e.payload, r.id AS row_id, to_jsonb(r) - 'id' - 'event_id' AS row,
+                r.created_at = date_trunc('milliseconds', e.occurred_at) AS row_time_ms
+           FROM events e JOIN ${table} r ON r.event_id = e.id WHERE e.id = ANY ($1::uuid[]) ORDER BY e.idempotency_key NULLS FIRST`, [ids]);
+      assert.equal(rows.length, 2, name);
+      const [plain, keyed] = rows;
+      assert.equal(plain.payload[idKey], plain.row_id);
+      assert.equal(keyed.payload[idKey], keyed.row_id);
+      const strip = (x: Record<string, unknown>) => Object.fromEntries(Object.entries(x).filter(([k]) => k !== idKey));
+      assert.deepEqual(strip(plain.payload), strip(keyed.payload), name);
+      assert.equal(plain.payload.created_at, '2031-05-06T05:08:09.123Z');
+      assert.equal(plain.payload.campaign_id, String(campaignId).toLowerCase());
+      if (name === 'sale.created') assert.deepEqual([plain.payload.amount, plain.payload.currency], [10.05, 'CHF']);
+      assert.deepEqual(plain.row, keyed.row, name);
+      assert.ok(plain.row_time_ms && keyed.row_time_ms, `${name}: the rows' created_at is the event's time in milliseconds`);
+    }
+  });
+
   test('the same idempotency_key returns the first id and does nothing more, also when sent concurrently', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
     const a = api(t, key);

@@ -21,7 +21,7 @@ import { startEmbedded, type EmbeddedDatabase } from '../../src/db/embedded.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { createDb, createPool, type Db } from '../../src/db/pool.ts';
 import type pg from 'pg';
-import { makeTeam, testConfig } from '../helpers.ts';
+import { listeningCampaign, makeTeam, testConfig } from '../helpers.ts';
 import { startFaultSmtp, type FaultSmtp } from './smtp.ts';
 
 const root = join(import.meta.dirname, '..', '..');
@@ -93,6 +93,9 @@ describe('database outage under load', () => {
 
   test('answers fast 503s during the outage, recovers by itself, loses no acknowledged write', { timeout: 120_000 }, async () => {
     const { key, teamId } = await makeTeam(db);
+    // A campaign on contact.saved (no send: it sends nothing), so the upserts'
+    // events get their process_events jobs, which the outage must not lose.
+    await listeningCampaign(db, teamId, ['contact.saved']);
     // A campaign on lead.created whose one send is in flight (the SMTP server
     // holding DATA) when the database stops: its job then completes with the
     // database down, the case that used to end the worker process.
@@ -230,6 +233,15 @@ describe('database outage under load', () => {
       process.stderr.write(`sessions: ${JSON.stringify(activity.rows)}\n`);
     }
     assert.equal(pending, 0, 'events left unprocessed after the outage');
+    // Each by its job (an event nobody listens to is recorded processed in its
+    // own transaction: processed_at = created_at, both its now(); a job's
+    // transaction has another start, even one before the write's, whose
+    // commit a decider's later statement can still see).
+    const saved = await pool.query<{ n: number; by_job: number }>(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE processed_at <> created_at)::int AS by_job
+         FROM events WHERE team_id = $1 AND name = 'contact.saved'`, [teamId]);
+    assert.ok(saved.rows[0]!.n > 20, `contact.saved events: ${saved.rows[0]!.n}`);
+    assert.equal(saved.rows[0]!.by_job, saved.rows[0]!.n, 'every contact.saved processed by its job');
     // The interrupted send went out once and was not repeated by the restarted runner.
     await sleep(1_000);
     assert.equal(smtp.total(), 1, 'the send in flight during the outage reached SMTP once');
