@@ -103,8 +103,10 @@ export function campaignListensSql(team: string, name: string): string {
  */
 export function listenersSql(team: string, name: string, trigger: string, handled = 'true'): { join: string; processedAt: string; decidedAt: string } {
   return {
+    // OFFSET 0 keeps the subquery whole: pulled up into the statement, each
+    // use of l.campaign became its own copy of the check (two index probes).
     join: `CROSS JOIN LATERAL (SELECT ${trigger} AS trigger, (${trigger}) AND ${campaignListensSql(team, name)} AS campaign,
-                                      ${webhookListensSql(team, name)} AS webhook) l`,
+                                      ${webhookListensSql(team, name)} AS webhook OFFSET 0) l`,
     processedAt: `CASE WHEN (${handled}) AND (l.campaign OR l.webhook) THEN NULL ELSE now() END`,
     decidedAt: `CASE WHEN l.trigger AND NOT l.campaign THEN now() END`,
   };

@@ -177,6 +177,28 @@ test('the decider\'s waiting-events batch and emit()\'s insert run on generic pl
   }
 });
 
+// The listener check in emit()'s insert (events/emit.ts, listenersSql): in the
+// statement's generic plan, as in its custom ones, a team's campaigns are read
+// through campaigns_trigger_idx (migration 0037), not all of them.
+test('emit()\'s generic plan checks for a listening campaign once, through campaigns_trigger_idx, past the team\'s broadcasts', async () => {
+  const { teamId } = await makeTeam(database.db);
+  await sql`INSERT INTO campaigns (team_id, name, campaign_type, draft_data, trigger_events)
+            SELECT ${teamId}::uuid, 'b' || i, 'broadcast', '{}'::jsonb, '{}'::text[] FROM generate_series(1, 3000) AS i`.execute(database.db);
+  await listeningCampaign(database.db, teamId);
+  await sql`ANALYZE campaigns`.execute(database.db);
+  const { rows: [c] } = await sql<{ id: string }>`
+    INSERT INTO contacts (team_id, email) VALUES (${teamId}::uuid, 'plan@example.com') RETURNING id`.execute(database.db);
+  for (let i = 0; i < 6; i++) await one.db.transaction().execute((tx) => emit(tx, [{ teamId, name: 'contact.saved', contactId: c!.id, payload: {} }]));
+  const { rows: [ps] } = await sql<{ name: string }>`
+    SELECT name FROM pg_prepared_statements WHERE statement LIKE '/* prepared */%INSERT INTO events%listening_campaign%'`.execute(one.db);
+  const plan = await genericPlan(ps!.name);
+  assert.match(plan, /campaigns_trigger_idx/, plan);
+  assert.doesNotMatch(plan, /Seq Scan on campaigns|campaigns_team_idx/, plan);
+  // Once per event: the check is used twice (processed_at, decided_at), and
+  // a subquery pulled up into the statement copied it into each use.
+  assert.equal(plan.match(/campaigns_trigger_idx/g)!.length, 1, plan);
+});
+
 // decide() (campaigns/engine.ts) reads, per batch, the day's count of each
 // account and the send history of each (campaign, contact) pair: prepared,
 // their batches sized recordsets, planned five times on a connection, then
