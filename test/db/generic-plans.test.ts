@@ -189,9 +189,10 @@ test('emit()\'s generic plan checks for a listening campaign once, through campa
   const { rows: [c] } = await sql<{ id: string }>`
     INSERT INTO contacts (team_id, email) VALUES (${teamId}::uuid, 'plan@example.com') RETURNING id`.execute(database.db);
   for (let i = 0; i < 6; i++) await one.db.transaction().execute((tx) => emit(tx, [{ teamId, name: 'contact.saved', contactId: c!.id, payload: {} }]));
-  const { rows: [ps] } = await sql<{ name: string }>`
-    SELECT name FROM pg_prepared_statements WHERE statement LIKE '/* prepared */%INSERT INTO events%listening_campaign%'`.execute(one.db);
-  const plan = await genericPlan(ps!.name);
+  const { rows: prepared } = await sql<{ name: string }>`
+    SELECT name FROM pg_prepared_statements WHERE statement LIKE '/* prepared */%INSERT INTO events%jsonb_to_recordset%listening_campaign%'`.execute(one.db);
+  assert.equal(prepared.length, 1, JSON.stringify(prepared));
+  const plan = await genericPlan(prepared[0]!.name);
   assert.match(plan, /campaigns_trigger_idx/, plan);
   assert.doesNotMatch(plan, /Seq Scan on campaigns|campaigns_team_idx/, plan);
   // Once per event: the check is used twice (processed_at, decided_at), and

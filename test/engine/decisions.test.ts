@@ -78,6 +78,9 @@ describe('campaign decisions', () => {
     const s = await setup(t, sink.port);
     // Nothing lists lead.created: recorded decided and processed, no job; a campaign made after it never takes it up.
     const early = await trigger(s, 'early@example.com', 'lead.created');
+    const { rows: [atInsert] } = await t.database.pool.query(
+      'SELECT processed_at = created_at AS processed, decided_at = created_at AS decided FROM events WHERE id = $1', [early]);
+    assert.deepEqual(atInsert, { processed: true, decided: true }, 'recorded processed and decided in its own transaction');
     const first = await createCampaign(s.a, base(s, { events: ['lead.created'] }));
     // A campaign lists it: a job, which decides with the campaigns there are when it runs, the later one included.
     const ev = await trigger(s, 'later@example.com', 'lead.created');
