@@ -109,28 +109,54 @@ async function checkAttribution(tx: Tx, teamId: string, p: Record<string, unknow
   if (details.length) throw validationFailed(details, 'invalid event');
 }
 
+type Ingested = { eventId: string; duplicate: boolean };
+
+/** Thrown in a written-once event's transaction when its key was taken: everything it did is rolled back. */
+class KeyTaken extends Error {}
+
 /**
- * A `contact.saved` without an idempotency key: it cannot repeat an earlier
- * event, and its payload names no row made for it, so the contact comes first
- * and the event row is written once, complete. The general path inserts the row
- * first (to claim its key) and fills it in after: an UPDATE that writes the row,
- * and an entry in each of the events table's indexes, a second time.
+ * Runs `write`, which writes an event row once, complete, with its effects
+ * first, claiming the idempotency key in the same INSERT (ON CONFLICT DO
+ * NOTHING: a concurrent writer of the key is waited for); when the key was
+ * taken, `write` throws KeyTaken, its transaction rolls back (the contact it
+ * may have made, its counters), and the first event's id is the answer, as
+ * claimEvent's path answers it. Without a key nothing can conflict.
  */
-async function ingestSaved(db: Db, teamId: string, email: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
-  return db.transaction().execute(async (tx) => {
+async function writtenOnce(db: Db, teamId: string, key: string | undefined, write: (tx: Tx) => Promise<Ingested>): Promise<Ingested> {
+  try {
+    return await db.transaction().execute(write);
+  } catch (e) {
+    if (!(e instanceof KeyTaken)) throw e;
+    const { rows } = await sql<{ id: string }>`${sql.raw(PREPARED)}
+      SELECT id FROM events WHERE team_id = ${teamId} AND idempotency_key = ${key!}`.execute(db);
+    return { eventId: rows[0]!.id, duplicate: true };
+  }
+}
+
+/**
+ * A `contact.saved`: its payload names no row made for it, so the contact
+ * comes first and the event row is written once, complete, claiming its key
+ * if it has one (writtenOnce). The general path inserts the row first (to
+ * claim its key) and fills it in after: an UPDATE that writes the row, and an
+ * entry in each of the events table's indexes, a second time.
+ */
+async function ingestSaved(db: Db, teamId: string, email: string, input: IngestInput): Promise<Ingested> {
+  return writtenOnce(db, teamId, input.idempotency_key, async (tx) => {
     const contact = await ensureContact(tx, teamId, email);
     // Without a campaign triggered by it or a webhook subscribed to it, recorded decided and processed, with no job (emit()).
     const { rows } = await sql<{ id: string; pending: boolean }>`${sql.raw(PREPARED)}
-      INSERT INTO events (team_id, name, contact_id, payload, occurred_at, input, processed_at, decided_at)
+      INSERT INTO events (team_id, name, contact_id, payload, occurred_at, input, idempotency_key, processed_at, decided_at)
       SELECT v.team_id, 'contact.saved', ${contact.id}::uuid, ${JSON.stringify(savedPayload(contact))}::jsonb,
              coalesce(${input.occurred_at ?? null}::timestamptz, now()),
-             ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb,
+             ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb, ${input.idempotency_key ?? null}::text,
              ${sql.raw(SAVED_LISTENERS.processedAt)}, ${sql.raw(SAVED_LISTENERS.decidedAt)}
         FROM (SELECT ${teamId}::uuid AS team_id) v
        ${sql.raw(SAVED_LISTENERS.join)}
+      ON CONFLICT (team_id, idempotency_key) DO NOTHING
       RETURNING id, processed_at IS NULL AS pending`.execute(tx);
-    if (rows[0]!.pending) await enqueueEventProcessing(tx, [rows[0]!.id]);
-    return { eventId: rows[0]!.id, duplicate: false };
+    if (!rows[0]) throw new KeyTaken();
+    if (rows[0].pending) await enqueueEventProcessing(tx, [rows[0].id]);
+    return { eventId: rows[0].id, duplicate: false };
   });
 }
 
@@ -174,32 +200,35 @@ async function countConversion(tx: Tx, teamId: string, contact: ContactRow | nul
 }
 
 /**
- * A lead or sale without an idempotency key: it cannot repeat an earlier
- * event, so its event row is written once, complete, with its leads or sales
- * row, in one statement. The keyed path claims the row first and fills it in
- * after: an UPDATE that writes the row and an entry in each of the events
- * table's indexes a second time (as ingestSaved avoids for contact.saved).
- * The payload's created_at is the event's time written by SQL as JavaScript
- * writes it; an occurred_at in year 1 or 9999 may fall outside years 1-9999
- * in UTC, where the two differ, so such events take the keyed path.
+ * A lead or sale: its event row is written once, complete, with its leads or
+ * sales row, in one statement, claiming its key if it has one (writtenOnce).
+ * The general path claims the row first and fills it in after: an UPDATE that
+ * writes the row and an entry in each of the events table's indexes a second
+ * time (as ingestSaved avoids for contact.saved). The payload's created_at is
+ * the event's time written by SQL as JavaScript writes it; an occurred_at in
+ * year 1 or 9999 may fall outside years 1-9999 in UTC, where the two differ,
+ * so such events take the general path.
  */
-async function ingestConversion(db: Db, teamId: string, email: string | undefined, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
+async function ingestConversion(db: Db, teamId: string, email: string | undefined, input: IngestInput): Promise<Ingested> {
   const sale = input.event_name === 'sale.created';
   const p = input.payload ?? {};
   const c = conversionOf(p, sale);
-  return db.transaction().execute(async (tx) => {
+  return writtenOnce(db, teamId, input.idempotency_key, async (tx) => {
     await checkAttribution(tx, teamId, p);
     const contact = email ? await ensureContact(tx, teamId, email) : null;
     // Both rows' ids are made first (the event's payload names the lead or
     // sale, which names the event); the foreign key is checked at the statement's
-    // end. The row's created_at in milliseconds, as the keyed path writes it (a Date).
+    // end. The row only with its event (a taken key writes neither). Its
+    // created_at in milliseconds, as the general path writes it (a Date).
     const conversion = sale
       ? sql`INSERT INTO sales (id, team_id, contact_id, event_id, amount, currency, source, campaign_id, campaign_send_id, created_at)
             SELECT v.row_id, v.team_id, v.contact_id, v.event_id, ${c.sale!.amount}::numeric, ${c.sale!.currency}::text, ${c.attribution.source}::text,
-                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, date_trunc('milliseconds', v.at) FROM v`
+                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, date_trunc('milliseconds', v.at)
+              FROM v WHERE EXISTS (SELECT 1 FROM ev)`
       : sql`INSERT INTO leads (id, team_id, contact_id, event_id, source, campaign_id, campaign_send_id, created_at)
             SELECT v.row_id, v.team_id, v.contact_id, v.event_id, ${c.attribution.source}::text,
-                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, date_trunc('milliseconds', v.at) FROM v`;
+                   ${c.attribution.campaign_id}::uuid, ${c.attribution.campaign_send_id}::uuid, date_trunc('milliseconds', v.at)
+              FROM v WHERE EXISTS (SELECT 1 FROM ev)`;
     // As emit() records it: processed (no job) when nothing handles it, decided
     // when it has a contact and no campaign of the team lists it.
     const { rows } = await sql<{ id: string; occurred_at: Date; pending: boolean }>`${sql.raw(PREPARED)}
@@ -209,18 +238,20 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
                coalesce(${input.occurred_at ?? null}::timestamptz, now()) AS at
       ),
       ev AS (
-        INSERT INTO events (id, team_id, name, contact_id, payload, occurred_at, input, processed_at, decided_at)
+        INSERT INTO events (id, team_id, name, contact_id, payload, occurred_at, input, idempotency_key, processed_at, decided_at)
         SELECT v.event_id, v.team_id, v.name, v.contact_id,
                ${JSON.stringify(conversionPayload(contact, c))}::jsonb
                  || jsonb_build_object(${sql.lit(sale ? 'sale_id' : 'lead_id')}, v.row_id, 'created_at', ${sql.raw(isoSql('v.at'))}),
-               v.at, ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb,
+               v.at, ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb, ${input.idempotency_key ?? null}::text,
                ${sql.raw(CONVERSION_LISTENERS.processedAt)}, ${sql.raw(CONVERSION_LISTENERS.decidedAt)}
           FROM v ${sql.raw(CONVERSION_LISTENERS.join)}
+        ON CONFLICT (team_id, idempotency_key) DO NOTHING
         RETURNING id, occurred_at, processed_at IS NULL AS pending
       ),
       conversion AS (${conversion})
       SELECT id, occurred_at, pending FROM ev`.execute(tx);
-    const ev = rows[0]!;
+    const ev = rows[0];
+    if (!ev) throw new KeyTaken();
     await countConversion(tx, teamId, contact, sale, ev.occurred_at);
     if (ev.pending) await enqueueEventProcessing(tx, [ev.id]);
     return { eventId: ev.id, duplicate: false };
@@ -238,8 +269,8 @@ function inPlainYears(occurredAt: string | undefined): boolean {
 export async function ingestEvent(db: Db, teamId: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
   const email = input.email === undefined ? undefined : normalizeEmail(input.email);
   const p = input.payload ?? {};
-  if (input.event_name === 'contact.saved' && input.idempotency_key == null && email) return ingestSaved(db, teamId, email, input);
-  if ((input.event_name === 'lead.created' || input.event_name === 'sale.created') && input.idempotency_key == null && inPlainYears(input.occurred_at)) {
+  if (input.event_name === 'contact.saved' && email) return ingestSaved(db, teamId, email, input);
+  if ((input.event_name === 'lead.created' || input.event_name === 'sale.created') && inPlainYears(input.occurred_at)) {
     return ingestConversion(db, teamId, email, input);
   }
   return db.transaction().execute(async (tx) => {

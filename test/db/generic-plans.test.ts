@@ -374,13 +374,13 @@ test('a lone transactional submit reads, checks suppressions and inserts on gene
   assert.doesNotMatch(plan, /Seq Scan on suppressions/, plan);
 });
 
-// An ingested lead or sale (ingest/ingest.ts): without an idempotency key, its
-// event and lead or sale rows in one statement; with one, the event's claim,
-// the lead or sale row and the event's completion; either way the contact's
-// counters and the event's job (lib/jobs.ts). All prepared, so from the sixth
-// on a connection they run on generic plans instead of being planned for every
-// event (0.03-0.04 ms each, warm, on this machine's PostgreSQL; more under load).
-test('ingested leads and sales run their statements and enqueue their jobs on generic plans', async () => {
+// An ingested lead or sale (ingest/ingest.ts): with or without an idempotency
+// key, its event and lead or sale rows in one statement; the contact's counters;
+// its job (lib/jobs.ts). An unsubscribe takes the general path: the event's
+// claim, then its completion. All prepared, so from the sixth on a connection
+// they run on generic plans instead of being planned for every event
+// (0.03-0.04 ms each, warm, on this machine's PostgreSQL; more under load).
+test('ingested events run their statements and enqueue their jobs on generic plans', async () => {
   const { teamId } = await makeTeam(database.db);
   await listeningCampaign(database.db, teamId, ['lead.created', 'sale.created']); // their jobs
   for (let i = 0; i < 12; i++) {
@@ -392,19 +392,19 @@ test('ingested leads and sales run their statements and enqueue their jobs on ge
         assert.equal(r.duplicate, false);
       }
     }
+    const r = await ingestEvent(one.db, teamId, { event_name: 'contact.unsubscribed', email: `buyer${i}@example.com` });
+    assert.equal(r.duplicate, false);
   }
-  const { rows: [c] } = await sql<{ leads: number; sales: number }>`
-    SELECT sum(leads_count)::int AS leads, sum(sales_count)::int AS sales FROM contacts WHERE team_id = ${teamId}::uuid`.execute(database.db);
-  assert.deepEqual(c, { leads: 24, sales: 24 });
+  const { rows: [c] } = await sql<{ leads: number; sales: number; unsubscribed: number }>`
+    SELECT sum(leads_count)::int AS leads, sum(sales_count)::int AS sales, count(*) FILTER (WHERE status = 'unsubscribed')::int AS unsubscribed
+      FROM contacts WHERE team_id = ${teamId}::uuid`.execute(database.db);
+  assert.deepEqual(c, { leads: 24, sales: 24, unsubscribed: 12 });
   const patterns = {
-    keyless_lead: '/* prepared */%WITH v AS MATERIALIZED%INSERT INTO leads%',
-    keyless_sale: '/* prepared */%WITH v AS MATERIALIZED%INSERT INTO sales%',
-    claim: '/* prepared */%INSERT INTO events (team_id, name, idempotency_key%',
-    lead: '/* prepared */%INSERT INTO leads (team_id%',
-    sale: '/* prepared */%INSERT INTO sales (team_id%',
+    lead: '/* prepared */%WITH v AS MATERIALIZED%INSERT INTO leads%',
+    sale: '/* prepared */%WITH v AS MATERIALIZED%INSERT INTO sales%',
     leadsCount: '/* prepared */%UPDATE contacts SET leads_count%',
     salesCount: '/* prepared */%UPDATE contacts SET sales_count%',
-    // The keyed path's completion.
+    claim: '/* prepared */%INSERT INTO events (team_id, name, idempotency_key%',
     completion: '/* prepared */%UPDATE events SET contact_id%',
   };
   for (const [what, pattern] of Object.entries(patterns)) {
