@@ -1,6 +1,7 @@
-// `npm run bench -- conversions [--duration S] [--listening]`: leads and sales
-// recorded one per request, the API's ingestion of conversions (the n8n node's
-// "create lead" / "create sale"), without an idempotency key.
+// `npm run bench -- conversions [--duration S] [--listening] [--keyed]`: leads
+// and sales recorded one per request, the API's ingestion of conversions (the
+// n8n node's "create lead" / "create sale"), without an idempotency key (with
+// --keyed, each with a key of its own).
 //
 // A team with a few hundred contacts, then, IN_FLIGHT at a time for --duration
 // seconds each, after a warm-up:
@@ -42,6 +43,7 @@ type Result = { label: string; requests: number; seconds: number; latency: Laten
 export async function run(opts: BenchOptions): Promise<void> {
   const { log } = opts;
   const listening = opts.switches.listening === true;
+  const keyed = opts.switches.keyed === true;
   const pg = await opts.postgres();
   const database = await pg.createDatabase();
   opts.defer(() => database.drop());
@@ -60,9 +62,10 @@ export async function run(opts: BenchOptions): Promise<void> {
   let seq = 0;
   const nextEvent = () => {
     const i = seq++;
+    const key = keyed ? { idempotency_key: `order-${i}` } : {};
     return i % 2 === 0
-      ? { event_name: 'lead.created', email: `c${i % CONTACTS}@conversions.bench.test`, payload: { source: 'landing' } }
-      : { event_name: 'sale.created', email: `c${i % CONTACTS}@conversions.bench.test`, payload: { source: 'shop', amount: 49.9, currency: 'eur' } };
+      ? { event_name: 'lead.created', email: `c${i % CONTACTS}@conversions.bench.test`, ...key, payload: { source: 'landing' } }
+      : { event_name: 'sale.created', email: `c${i % CONTACTS}@conversions.bench.test`, ...key, payload: { source: 'shop', amount: 49.9, currency: 'eur' } };
   };
 
   /** `send` IN_FLIGHT at a time for `seconds`; latencies recorded when `latency` is given. */
@@ -132,7 +135,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const rate = (r: Result) => r.requests / r.seconds;
   const us = (x: number | undefined) => (x === undefined ? '-' : fmt(x, 0));
   process.stdout.write(
-    `\nconversions: one lead or sale per request, no idempotency key, ${IN_FLIGHT} in flight, ${opts.duration} s per path, ` +
+    `\nconversions: one lead or sale per request, ${keyed ? 'each with its own idempotency key' : 'no idempotency key'}, ${IN_FLIGHT} in flight, ${opts.duration} s per path, ` +
       `${listening ? 'a campaign listening (a process_events job per event)' : 'nothing listening (no jobs)'}\n` +
       table(
         ['path', 'requests/s', 'p50 ms', 'p99 ms', 'requests', 'app CPU µs/req', 'PostgreSQL CPU µs/req'],
@@ -142,7 +145,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       `\nAPI ÷ raw SQL: requests/s ${fmt(rate(api) / rate(raw), 3)}; checked: ${written!.leads} leads and ${written!.sales} sales with their events, ${written!.jobs} jobs waiting\n`,
   );
   console.log(JSON.stringify({
-    bench: 'conversions', inFlight: IN_FLIGHT, durationS: opts.duration, listening,
+    bench: 'conversions', inFlight: IN_FLIGHT, durationS: opts.duration, listening, keyed,
     api: { perSec: rate(api), p50Ms: api.latency.percentileMs(50), p99Ms: api.latency.percentileMs(99), appCpuUs: api.appUs, pgCpuUs: api.pgUs },
     raw: { perSec: rate(raw), p50Ms: raw.latency.percentileMs(50), p99Ms: raw.latency.percentileMs(99), pgCpuUs: raw.pgUs },
     ratio: rate(api) / rate(raw),

@@ -53,6 +53,7 @@ const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
   dkim: { bench: 'campaigns', usage: '--dkim <keys>          campaigns: DKIM keys of the mail account: none, rsa, ed25519 or both (default none)' },
 };
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {
+  keyed: { bench: 'conversions', usage: '--keyed                conversions: each lead and sale with an idempotency key of its own' },
   listening: { bench: 'conversions', usage: '--listening            conversions: a campaign of the team lists lead.created and sale.created (each event gets its process_events job)' },
   strict: { bench: 'isolation', usage: '--strict               isolation: exit non-zero when a goal is missed (default: print the verdict only)' },
   screenshots: { bench: 'stats', usage: '--screenshots          stats: full-page screenshots of the dashboard at this size into docs/screenshots/ (needs Chromium)' },
