@@ -158,10 +158,21 @@ export async function enqueueEventProcessing(tx: Transaction<Database>, ids: str
 
 type EventInsert = { teamId: string; name: string; key?: string; occurredAt?: string; input: Record<string, unknown> | null };
 
-/** Inserts the event row, or returns the id of the event that already has this key. */
+/** The id of the team's event with this idempotency key (undefined: none, or no longer). */
+export async function eventWithKey(tx: Transaction<Database>, teamId: string, key: string): Promise<string | undefined> {
+  const { rows } = await sql<{ id: string }>`${sql.raw(PREPARED)}
+    SELECT id FROM events WHERE team_id = ${teamId} AND idempotency_key = ${key}`.execute(tx);
+  return rows[0]?.id;
+}
+
+/**
+ * Inserts the event row, or returns the id of the event that already has this
+ * key (`id` undefined when that event went between the conflict and the read:
+ * erased or expired).
+ */
 export async function claimEvent(tx: Transaction<Database>, e: EventInsert): Promise<{ id: string; occurred_at: Date; duplicate: boolean }> {
-  // Prepared (src/db/pool.ts): every ingested event but a key-less
-  // contact.saved claims its row here.
+  // Prepared (src/db/pool.ts): an ingested unsubscribe (and a lead or sale in
+  // the edge years, ingest/ingest.ts) and a campaign submit claim their row here.
   const { rows } = await sql<{ id: string; occurred_at: Date }>`${sql.raw(PREPARED)}
     INSERT INTO events (team_id, name, idempotency_key, occurred_at, input)
     VALUES (${e.teamId}, ${e.name}, ${e.key ?? null}, coalesce(${e.occurredAt ?? null}::timestamptz, now()),

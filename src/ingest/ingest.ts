@@ -1,11 +1,14 @@
 // Event ingestion (the contract's events section): the event row, its contact,
 // lead or sale, counters and processing job commit together.
 //
-// Idempotency: the event row is inserted first with ON CONFLICT DO NOTHING on
+// Idempotency: the event row's INSERT claims its key, ON CONFLICT DO NOTHING on
 // UNIQUE (team_id, idempotency_key). A concurrent request with the same key
-// waits on that index entry until the first commits, then inserts nothing and
-// reads the first id; if the first rolls back, the second goes ahead. So one
-// key is one event, whatever the timing, and a repeat does nothing more.
+// waits on that index entry until the first commits, then inserts nothing,
+// reads the first id and rolls back whatever it did before (writtenOnce); if
+// the first rolls back, the second goes ahead. So one key is one event,
+// whatever the timing, and a repeat keeps nothing. Every path takes the
+// contact before the key, so two requests sharing a key and a new address
+// cannot wait for each other in opposite orders.
 import { sql, type Transaction } from 'kysely';
 import { PREPARED, type Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
@@ -13,7 +16,7 @@ import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
 import { isoSql } from '../db/iso.ts';
 import { suppressedStatusSql } from '../contacts/suppressions.ts';
-import { claimEvent, emit, enqueueEventProcessing, listenersSql } from '../events/emit.ts';
+import { claimEvent, emit, enqueueEventProcessing, eventWithKey, listenersSql } from '../events/emit.ts';
 import { TRIGGER_NAMES_TEXT } from '../events/triggers.ts';
 import { UUID_RE } from '../http/schemas.ts';
 import { normalizeEmail } from '../lib/text.ts';
@@ -111,26 +114,43 @@ async function checkAttribution(tx: Tx, teamId: string, p: Record<string, unknow
 
 type Ingested = { eventId: string; duplicate: boolean };
 
-/** Thrown in a written-once event's transaction when its key was taken: everything it did is rolled back. */
-class KeyTaken extends Error {}
+/**
+ * Thrown in an event's transaction when its key was taken: everything the
+ * transaction did is rolled back. `firstId`: the first event's, read in the
+ * transaction after the conflict (undefined if that event went in between:
+ * erased or expired, the key is free again).
+ */
+class KeyTaken extends Error {
+  readonly firstId: string | undefined;
+  constructor(firstId: string | undefined) {
+    super('idempotency key taken');
+    this.firstId = firstId;
+  }
+}
 
 /**
- * Runs `write`, which writes an event row once, complete, with its effects
- * first, claiming the idempotency key in the same INSERT (ON CONFLICT DO
- * NOTHING: a concurrent writer of the key is waited for); when the key was
- * taken, `write` throws KeyTaken, its transaction rolls back (the contact it
- * may have made, its counters), and the first event's id is the answer, as
- * claimEvent's path answers it. Without a key nothing can conflict.
+ * Runs `write`, the transaction of one ingested event: its effects first (the
+ * contact, before the key, on every path), then the event row, whose INSERT
+ * claims the idempotency key (ON CONFLICT DO NOTHING: a concurrent writer of
+ * the key is waited for). When the key is taken, `write` throws KeyTaken, its
+ * transaction rolls back (a contact it made, an unsubscribe, counters), and
+ * the first event's id is the answer. Without a key nothing can conflict.
  */
-async function writtenOnce(db: Db, teamId: string, key: string | undefined, write: (tx: Tx) => Promise<Ingested>): Promise<Ingested> {
-  try {
-    return await db.transaction().execute(write);
-  } catch (e) {
-    if (!(e instanceof KeyTaken)) throw e;
-    const { rows } = await sql<{ id: string }>`${sql.raw(PREPARED)}
-      SELECT id FROM events WHERE team_id = ${teamId} AND idempotency_key = ${key!}`.execute(db);
-    return { eventId: rows[0]!.id, duplicate: true };
+async function writtenOnce(db: Db, write: (tx: Tx) => Promise<Ingested>): Promise<Ingested> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction().execute(write);
+    } catch (e) {
+      if (!(e instanceof KeyTaken)) throw e;
+      if (e.firstId !== undefined) return { eventId: e.firstId, duplicate: true };
+      if (attempt >= 3) throw new Error('an idempotency key kept being taken and freed');
+    }
   }
+}
+
+/** The KeyTaken of an INSERT that found `key` taken: the first event's id, read in the same transaction. */
+async function keyTaken(tx: Tx, teamId: string, key: string): Promise<KeyTaken> {
+  return new KeyTaken(await eventWithKey(tx, teamId, key));
 }
 
 /**
@@ -141,7 +161,7 @@ async function writtenOnce(db: Db, teamId: string, key: string | undefined, writ
  * entry in each of the events table's indexes, a second time.
  */
 async function ingestSaved(db: Db, teamId: string, email: string, input: IngestInput): Promise<Ingested> {
-  return writtenOnce(db, teamId, input.idempotency_key, async (tx) => {
+  return writtenOnce(db, async (tx) => {
     const contact = await ensureContact(tx, teamId, email);
     // Without a campaign triggered by it or a webhook subscribed to it, recorded decided and processed, with no job (emit()).
     const { rows } = await sql<{ id: string; pending: boolean }>`${sql.raw(PREPARED)}
@@ -154,7 +174,7 @@ async function ingestSaved(db: Db, teamId: string, email: string, input: IngestI
        ${sql.raw(SAVED_LISTENERS.join)}
       ON CONFLICT (team_id, idempotency_key) DO NOTHING
       RETURNING id, processed_at IS NULL AS pending`.execute(tx);
-    if (!rows[0]) throw new KeyTaken();
+    if (!rows[0]) throw await keyTaken(tx, teamId, input.idempotency_key!);
     if (rows[0].pending) await enqueueEventProcessing(tx, [rows[0].id]);
     return { eventId: rows[0].id, duplicate: false };
   });
@@ -213,7 +233,7 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
   const sale = input.event_name === 'sale.created';
   const p = input.payload ?? {};
   const c = conversionOf(p, sale);
-  return writtenOnce(db, teamId, input.idempotency_key, async (tx) => {
+  return writtenOnce(db, async (tx) => {
     await checkAttribution(tx, teamId, p);
     const contact = email ? await ensureContact(tx, teamId, email) : null;
     // Both rows' ids are made first (the event's payload names the lead or
@@ -251,7 +271,7 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
       conversion AS (${conversion})
       SELECT id, occurred_at, pending FROM ev`.execute(tx);
     const ev = rows[0];
-    if (!ev) throw new KeyTaken();
+    if (!ev) throw await keyTaken(tx, teamId, input.idempotency_key!);
     await countConversion(tx, teamId, contact, sale, ev.occurred_at);
     if (ev.pending) await enqueueEventProcessing(tx, [ev.id]);
     return { eventId: ev.id, duplicate: false };
@@ -273,12 +293,14 @@ export async function ingestEvent(db: Db, teamId: string, input: IngestInput): P
   if ((input.event_name === 'lead.created' || input.event_name === 'sale.created') && inPlainYears(input.occurred_at)) {
     return ingestConversion(db, teamId, email, input);
   }
-  return db.transaction().execute(async (tx) => {
+  // The general path (an unsubscribe, a lead or sale in the edge years): the
+  // row is inserted first, claiming its key, and filled in after; the contact
+  // still comes before the key (writtenOnce).
+  return writtenOnce(db, async (tx) => {
     if (input.event_name === 'lead.created' || input.event_name === 'sale.created') await checkAttribution(tx, teamId, p);
-    const ev = await claimEvent(tx, { teamId, name: input.event_name, key: input.idempotency_key, occurredAt: input.occurred_at, input: input.payload ?? null });
-    if (ev.duplicate) return { eventId: ev.id, duplicate: true };
-
     const contact = email ? await ensureContact(tx, teamId, email) : null;
+    const ev = await claimEvent(tx, { teamId, name: input.event_name, key: input.idempotency_key, occurredAt: input.occurred_at, input: input.payload ?? null });
+    if (ev.duplicate) throw new KeyTaken(ev.id);
     const at = ev.occurred_at;
     let payload: Record<string, unknown>;
     let process = true;

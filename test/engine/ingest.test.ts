@@ -141,7 +141,7 @@ describe('event ingestion', () => {
       assert.equal(ev.decided_at, null);
     }
     // Microseconds truncate as Date#toISOString() of the stored time does; the
-    // years where SQL and JavaScript write a time differently go the keyed way.
+    // years where SQL and JavaScript write a time differently take the general path.
     for (const occurred_at of ['2030-01-01T00:00:00.123999Z', '9999-12-31T23:59:59-15:59', '0001-01-01T00:00:00+15:59']) {
       const res = await a.post('/email/events', { event_name: 'lead.created', email: 'conv@example.com', occurred_at });
       assert.equal(res.statusCode, 202, `${occurred_at}: ${res.body}`);
@@ -185,6 +185,54 @@ describe('event ingestion', () => {
       if (name === 'sale.created') assert.deepEqual([plain.payload.amount, plain.payload.currency], [10.05, 'CHF']);
       assert.deepEqual(plain.row, keyed.row, name);
       assert.ok(plain.row_time_ms && keyed.row_time_ms, `${name}: the rows' created_at is the event's time in milliseconds`);
+    }
+  });
+
+  test('a keyed lead or sale is written once; a repeat for another, new address keeps nothing: no contact, no contact.saved, no job', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    await listeningCampaign(t.database.db, teamId, ['lead.created', 'sale.created', 'contact.saved']);
+    const jobs = async () => count(`SELECT count(*) AS n FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id
+                                     WHERE k.identifier = 'process_events'`, []);
+    for (const name of ['lead.created', 'sale.created'] as const) {
+      const k = `${name}-once`;
+      let first = '';
+      const texts = await statements(async () => {
+        const res = await a.post('/email/events', { event_name: name, email: 'keyed@example.com', idempotency_key: k, payload: { amount: 3 } });
+        assert.equal(res.statusCode, 202, res.body);
+        first = res.json().event_id;
+      });
+      assert.ok(texts.every((x) => !/\bUPDATE events\b/i.test(x)), texts.join('\n'));
+      const before = { jobs: await jobs(), events: await count('SELECT count(*) AS n FROM events WHERE team_id = $1', [teamId]) };
+      const again = await a.post('/email/events', { event_name: name, email: `new-${name}@example.com`, idempotency_key: k, payload: { amount: 4 } });
+      assert.equal(again.statusCode, 202, again.body);
+      assert.deepEqual(again.json(), { ok: true, event_id: first });
+      assert.equal(await count('SELECT count(*) AS n FROM contacts WHERE team_id = $1 AND email = $2', [teamId, `new-${name}@example.com`]), 0);
+      assert.equal(await count('SELECT count(*) AS n FROM events WHERE team_id = $1', [teamId]), before.events, 'no event, no contact.saved');
+      assert.equal(await jobs(), before.jobs, 'no job');
+    }
+    const c = await contactByEmail(t, teamId, 'keyed@example.com');
+    assert.deepEqual([c.leads_count, c.sales_count], [1, 1]);
+  });
+
+  test('one key sent at once through both paths (an unsubscribe, a lead) for one new address: one event, one contact, no error', async () => {
+    const { key, teamId } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    for (let round = 0; round < 5; round++) {
+      const email = `race${round}@example.com`;
+      const k = `race-${round}`;
+      // The unsubscribe takes the general path (row first, then filled in), the
+      // lead the single write: both take the contact before the key.
+      const answers = await Promise.all([
+        a.post('/email/events', { event_name: 'contact.unsubscribed', email, idempotency_key: k }),
+        a.post('/email/events', { event_name: 'lead.created', email, idempotency_key: k }),
+        a.post('/email/events', { event_name: 'contact.unsubscribed', email, idempotency_key: k }),
+        a.post('/email/events', { event_name: 'lead.created', email, idempotency_key: k }),
+      ]);
+      assert.ok(answers.every((r) => r.statusCode === 202), answers.map((r) => `${r.statusCode} ${r.body}`).join('\n'));
+      assert.equal(new Set(answers.map((r) => r.json().event_id)).size, 1);
+      assert.equal(await count('SELECT count(*) AS n FROM events WHERE team_id = $1 AND idempotency_key = $2', [teamId, k]), 1);
+      assert.equal(await count('SELECT count(*) AS n FROM contacts WHERE team_id = $1 AND email = $2', [teamId, email]), 1);
     }
   });
 
