@@ -10,3 +10,18 @@ export const ISO_FORMAT = `'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'`;
 export function isoSql(col: string): string {
   return `to_char(${col} AT TIME ZONE 'UTC', ${ISO_FORMAT})`;
 }
+
+/**
+ * isoSql for any year, as JavaScript writes it: years 0 (1 BC) to 9999 in four
+ * digits, others signed in six (`+010000-…`, `-000001-…`). For times a client
+ * gives (an event's occurred_at may fall in UTC year 0 or 10000); the check
+ * costs a little, so times the service makes keep isoSql.
+ */
+export function isoSqlAnyYear(col: string): string {
+  const utc = `(${col} AT TIME ZONE 'UTC')`;
+  const bc = `extract(year FROM ${utc})::int`;
+  const year = `(CASE WHEN ${bc} < 0 THEN ${bc} + 1 ELSE ${bc} END)`;
+  return `CASE WHEN ${col} >= '0001-01-01T00:00:00Z'::timestamptz AND ${col} < '10000-01-01T00:00:00Z'::timestamptz THEN ${isoSql(col)}
+    ELSE (CASE WHEN ${year} > 9999 THEN '+' || lpad(${year}::text, 6, '0') WHEN ${year} < 0 THEN '-' || lpad((-${year})::text, 6, '0')
+               ELSE lpad(${year}::text, 4, '0') END) || to_char(${utc}, '-MM-DD"T"HH24:MI:SS.MS"Z"') END`;
+}

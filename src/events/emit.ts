@@ -171,8 +171,8 @@ export async function eventWithKey(tx: Transaction<Database>, teamId: string, ke
  * erased or expired).
  */
 export async function claimEvent(tx: Transaction<Database>, e: EventInsert): Promise<{ id: string; occurred_at: Date; duplicate: boolean }> {
-  // Prepared (src/db/pool.ts): an ingested unsubscribe (and a lead or sale in
-  // the edge years, ingest/ingest.ts) and a campaign submit claim their row here.
+  // Prepared (src/db/pool.ts): an ingested unsubscribe (ingest/ingest.ts) and a
+  // campaign submit claim their row here.
   const { rows } = await sql<{ id: string; occurred_at: Date }>`${sql.raw(PREPARED)}
     INSERT INTO events (team_id, name, idempotency_key, occurred_at, input)
     VALUES (${e.teamId}, ${e.name}, ${e.key ?? null}, coalesce(${e.occurredAt ?? null}::timestamptz, now()),

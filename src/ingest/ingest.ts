@@ -14,10 +14,9 @@ import { PREPARED, type Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
-import { isoSql } from '../db/iso.ts';
+import { isoSqlAnyYear } from '../db/iso.ts';
 import { suppressedStatusSql } from '../contacts/suppressions.ts';
 import { claimEvent, emit, enqueueEventProcessing, eventWithKey, listenersSql } from '../events/emit.ts';
-import { TRIGGER_NAMES_TEXT } from '../events/triggers.ts';
 import { UUID_RE } from '../http/schemas.ts';
 import { normalizeEmail } from '../lib/text.ts';
 
@@ -71,7 +70,7 @@ export function checkIngestInput(body: IngestInput): ErrorDetail[] {
 // listenersSql): their events are recorded as emit() records them.
 const SAVED_LISTENERS = listenersSql('v.team_id', "'contact.saved'", 'true');
 const CONVERSION_LISTENERS = listenersSql('v.team_id', 'v.name', 'v.contact_id IS NOT NULL');
-const KEYED_LISTENERS = listenersSql('v.team_id', 'v.name', `v.contact_id IS NOT NULL AND v.name IN ${TRIGGER_NAMES_TEXT}`, 'v.handled');
+const UNSUBSCRIBE_LISTENERS = listenersSql('v.team_id', 'v.name', 'false', 'v.handled'); // not a campaign trigger
 
 type ContactRow = { id: string; email: string; first_name: string | null; last_name: string | null; phone: string | null;
   foreign_id: string | null; country_code: string | null; status: string; created_at: Date; updated_at: Date; created: boolean };
@@ -156,9 +155,9 @@ async function keyTaken(tx: Tx, teamId: string, key: string): Promise<KeyTaken> 
 /**
  * A `contact.saved`: its payload names no row made for it, so the contact
  * comes first and the event row is written once, complete, claiming its key
- * if it has one (writtenOnce). The general path inserts the row first (to
- * claim its key) and fills it in after: an UPDATE that writes the row, and an
- * entry in each of the events table's indexes, a second time.
+ * if it has one (writtenOnce). An unsubscribe inserts its row first (to claim
+ * its key) and fills it in after: an UPDATE that writes the row, and an entry
+ * in each of the events table's indexes, a second time.
  */
 async function ingestSaved(db: Db, teamId: string, email: string, input: IngestInput): Promise<Ingested> {
   return writtenOnce(db, async (tx) => {
@@ -222,12 +221,11 @@ async function countConversion(tx: Tx, teamId: string, contact: ContactRow | nul
 /**
  * A lead or sale: its event row is written once, complete, with its leads or
  * sales row, in one statement, claiming its key if it has one (writtenOnce).
- * The general path claims the row first and fills it in after: an UPDATE that
+ * An unsubscribe claims its row first and fills it in after: an UPDATE that
  * writes the row and an entry in each of the events table's indexes a second
  * time (as ingestSaved avoids for contact.saved). The payload's created_at is
- * the event's time written by SQL as JavaScript writes it; an occurred_at in
- * year 1 or 9999 may fall outside years 1-9999 in UTC, where the two differ,
- * so such events take the general path.
+ * the event's time written by SQL as JavaScript writes it, in any year (an
+ * occurred_at in year 1 or 9999 may fall in UTC year 0 or 10000).
  */
 async function ingestConversion(db: Db, teamId: string, email: string | undefined, input: IngestInput): Promise<Ingested> {
   const sale = input.event_name === 'sale.created';
@@ -239,7 +237,7 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
     // Both rows' ids are made first (the event's payload names the lead or
     // sale, which names the event); the foreign key is checked at the statement's
     // end. The row only with its event (a taken key writes neither). Its
-    // created_at in milliseconds, as the general path writes it (a Date).
+    // created_at in milliseconds, as a Date holds it (the counters' time).
     const conversion = sale
       ? sql`INSERT INTO sales (id, team_id, contact_id, event_id, amount, currency, source, campaign_id, campaign_send_id, created_at)
             SELECT v.row_id, v.team_id, v.contact_id, v.event_id, ${c.sale!.amount}::numeric, ${c.sale!.currency}::text, ${c.attribution.source}::text,
@@ -261,7 +259,7 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
         INSERT INTO events (id, team_id, name, contact_id, payload, occurred_at, input, idempotency_key, processed_at, decided_at)
         SELECT v.event_id, v.team_id, v.name, v.contact_id,
                ${JSON.stringify(conversionPayload(contact, c))}::jsonb
-                 || jsonb_build_object(${sql.lit(sale ? 'sale_id' : 'lead_id')}, v.row_id, 'created_at', ${sql.raw(isoSql('v.at'))}),
+                 || jsonb_build_object(${sql.lit(sale ? 'sale_id' : 'lead_id')}, v.row_id, 'created_at', ${sql.raw(isoSqlAnyYear('v.at'))}),
                v.at, ${input.payload == null ? null : JSON.stringify(input.payload)}::jsonb, ${input.idempotency_key ?? null}::text,
                ${sql.raw(CONVERSION_LISTENERS.processedAt)}, ${sql.raw(CONVERSION_LISTENERS.decidedAt)}
           FROM v ${sql.raw(CONVERSION_LISTENERS.join)}
@@ -278,78 +276,44 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
   });
 }
 
-/** Whether an occurred_at (RFC 3339, checked) stays within years 1-9999 in UTC whatever its offset: years 2 to 9998. */
-function inPlainYears(occurredAt: string | undefined): boolean {
-  if (occurredAt === undefined) return true;
-  const year = Number(occurredAt.slice(0, 4));
-  return year >= 2 && year <= 9998;
-}
-
-/** Records one ingested event with its effects; a repeated idempotency_key returns the first event and does nothing. */
-export async function ingestEvent(db: Db, teamId: string, input: IngestInput): Promise<{ eventId: string; duplicate: boolean }> {
-  const email = input.email === undefined ? undefined : normalizeEmail(input.email);
+/**
+ * A `contact.unsubscribed`: its payload's unsubscribed_at is the change's time
+ * (or the event's, when the contact was unsubscribed already), so the row is
+ * inserted first, claiming its key, and filled in after the change. Its
+ * contact too comes before the key (writtenOnce).
+ */
+async function ingestUnsubscribe(db: Db, teamId: string, email: string, input: IngestInput): Promise<Ingested> {
   const p = input.payload ?? {};
-  if (input.event_name === 'contact.saved' && email) return ingestSaved(db, teamId, email, input);
-  if ((input.event_name === 'lead.created' || input.event_name === 'sale.created') && inPlainYears(input.occurred_at)) {
-    return ingestConversion(db, teamId, email, input);
-  }
-  // The general path (an unsubscribe, a lead or sale in the edge years): the
-  // row is inserted first, claiming its key, and filled in after; the contact
-  // still comes before the key (writtenOnce).
   return writtenOnce(db, async (tx) => {
-    if (input.event_name === 'lead.created' || input.event_name === 'sale.created') await checkAttribution(tx, teamId, p);
-    const contact = email ? await ensureContact(tx, teamId, email) : null;
+    const contact = await ensureContact(tx, teamId, email);
     const ev = await claimEvent(tx, { teamId, name: input.event_name, key: input.idempotency_key, occurredAt: input.occurred_at, input: input.payload ?? null });
     if (ev.duplicate) throw new KeyTaken(ev.id);
-    const at = ev.occurred_at;
-    let payload: Record<string, unknown>;
-    let process = true;
-    switch (input.event_name) {
-      case 'contact.saved':
-        payload = savedPayload(contact!);
-        break;
-      case 'contact.unsubscribed': {
-        const reason = typeof p.reason === 'string' ? p.reason : null;
-        const { changed: rows } = await markUnsubscribed(tx, teamId, [contact!.email], reason);
-        // Already unsubscribed: recorded, but no second email.contact.unsubscribed webhook.
-        process = rows.length > 0;
-        payload = {
-          contact_id: contact!.id, email: contact!.email, unsubscribed_at: (rows[0]?.unsubscribed_at ?? at).toISOString(),
-          unsubscribe_reason: reason, unsubscribe_method: 'api',
-        };
-        break;
-      }
-      case 'lead.created':
-      case 'sale.created': {
-        const sale = input.event_name === 'sale.created';
-        const c = conversionOf(p, sale);
-        // Prepared, like the rest of an event's statements (keyed by ids): every
-        // ingested lead or sale runs them (src/db/pool.ts).
-        const { rows } = sale
-          ? await sql<{ id: string }>`${sql.raw(PREPARED)}
-              INSERT INTO sales (team_id, contact_id, event_id, amount, currency, source, campaign_id, campaign_send_id, created_at)
-              VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${c.sale!.amount}, ${c.sale!.currency}, ${c.attribution.source},
-                      ${c.attribution.campaign_id}, ${c.attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx)
-          : await sql<{ id: string }>`${sql.raw(PREPARED)}
-              INSERT INTO leads (team_id, contact_id, event_id, source, campaign_id, campaign_send_id, created_at)
-              VALUES (${teamId}, ${contact?.id ?? null}, ${ev.id}, ${c.attribution.source},
-                      ${c.attribution.campaign_id}, ${c.attribution.campaign_send_id}, ${at}) RETURNING id`.execute(tx);
-        await countConversion(tx, teamId, contact, sale, at);
-        payload = { [sale ? 'sale_id' : 'lead_id']: rows[0].id, ...conversionPayload(contact, c), created_at: at.toISOString() };
-        break;
-      }
-    }
-    // As emit() records it: processed (no job) when nothing handles it, decided
-    // when it is a trigger with a contact that no campaign of the team lists.
+    const reason = typeof p.reason === 'string' ? p.reason : null;
+    const { changed: rows } = await markUnsubscribed(tx, teamId, [contact.email], reason);
+    // Already unsubscribed: recorded, but no second email.contact.unsubscribed webhook (handled false).
+    const payload = {
+      contact_id: contact.id, email: contact.email, unsubscribed_at: (rows[0]?.unsubscribed_at ?? ev.occurred_at).toISOString(),
+      unsubscribe_reason: reason, unsubscribe_method: 'api',
+    };
+    // As emit() records it: processed (no job) when nothing handles it.
     const { rows: done } = await sql<{ pending: boolean }>`${sql.raw(PREPARED)}
       UPDATE events SET contact_id = v.contact_id, payload = ${JSON.stringify(payload)}::jsonb,
-             processed_at = ${sql.raw(KEYED_LISTENERS.processedAt)}, decided_at = ${sql.raw(KEYED_LISTENERS.decidedAt)}
-        FROM (SELECT ${teamId}::uuid AS team_id, ${input.event_name}::text AS name, ${contact?.id ?? null}::uuid AS contact_id,
-                     ${process}::boolean AS handled) v
-       ${sql.raw(KEYED_LISTENERS.join)}
+             processed_at = ${sql.raw(UNSUBSCRIBE_LISTENERS.processedAt)}, decided_at = ${sql.raw(UNSUBSCRIBE_LISTENERS.decidedAt)}
+        FROM (SELECT ${teamId}::uuid AS team_id, ${input.event_name}::text AS name, ${contact.id}::uuid AS contact_id,
+                     ${rows.length > 0}::boolean AS handled) v
+       ${sql.raw(UNSUBSCRIBE_LISTENERS.join)}
        WHERE events.id = ${ev.id} AND events.team_id = v.team_id
       RETURNING events.processed_at IS NULL AS pending`.execute(tx);
     if (done[0]!.pending) await enqueueEventProcessing(tx, [ev.id]);
     return { eventId: ev.id, duplicate: false };
   });
+}
+
+/** Records one ingested event with its effects; a repeated idempotency_key returns the first event and does nothing. */
+export async function ingestEvent(db: Db, teamId: string, input: IngestInput): Promise<Ingested> {
+  const email = input.email === undefined ? undefined : normalizeEmail(input.email);
+  if (input.event_name === 'lead.created' || input.event_name === 'sale.created') return ingestConversion(db, teamId, email, input);
+  // checkIngestInput requires the address for these two.
+  if (email === undefined) throw validationFailed([{ field: 'email', message: `is required for ${input.event_name}` }], 'invalid event');
+  return input.event_name === 'contact.saved' ? ingestSaved(db, teamId, email, input) : ingestUnsubscribe(db, teamId, email, input);
 }

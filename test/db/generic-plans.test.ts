@@ -376,7 +376,7 @@ test('a lone transactional submit reads, checks suppressions and inserts on gene
 
 // An ingested lead or sale (ingest/ingest.ts): with or without an idempotency
 // key, its event and lead or sale rows in one statement; the contact's counters;
-// its job (lib/jobs.ts). An unsubscribe takes the general path: the event's
+// its job (lib/jobs.ts). An unsubscribe claims its row first: the event's
 // claim, then its completion. All prepared, so from the sixth on a connection
 // they run on generic plans instead of being planned for every event
 // (0.03-0.04 ms each, warm, on this machine's PostgreSQL; more under load).

@@ -141,7 +141,7 @@ describe('event ingestion', () => {
       assert.equal(ev.decided_at, null);
     }
     // Microseconds truncate as Date#toISOString() of the stored time does; the
-    // years where SQL and JavaScript write a time differently take the general path.
+    // years where to_char and JavaScript write a time differently (UTC year 0, 10000) are written as JavaScript would.
     for (const occurred_at of ['2030-01-01T00:00:00.123999Z', '9999-12-31T23:59:59-15:59', '0001-01-01T00:00:00+15:59']) {
       const res = await a.post('/email/events', { event_name: 'lead.created', email: 'conv@example.com', occurred_at });
       assert.equal(res.statusCode, 202, `${occurred_at}: ${res.body}`);
@@ -221,7 +221,7 @@ describe('event ingestion', () => {
     for (let round = 0; round < 5; round++) {
       const email = `race${round}@example.com`;
       const k = `race-${round}`;
-      // The unsubscribe takes the general path (row first, then filled in), the
+      // The unsubscribe claims its row first and fills it in after, the
       // lead the single write: both take the contact before the key.
       const answers = await Promise.all([
         a.post('/email/events', { event_name: 'contact.unsubscribed', email, idempotency_key: k }),
