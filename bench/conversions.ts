@@ -10,12 +10,13 @@
 //             turn, to the real app in its own process (bench/servers/app.ts),
 //             from undici in this one: the route's transaction (the contact,
 //             the event row with its leads or sales row, the contact's
-//             counters, and with --listening the event's process_events job)
-//             plus HTTP, auth and validation. Without --listening the team has
-//             no campaign and no webhook, so its events get no job
-//             (docs/decisions.md, "Events nobody handles get no job"); with it,
-//             a campaign lists both events (it has no send, so it never sends:
-//             the jobs wait, as no worker runs here).
+//             counters) plus HTTP, auth and validation. Without --listening the
+//             team has no campaign and no webhook, so its events are recorded
+//             decided and processed (docs/decisions.md, "Events nobody handles
+//             get no job"); with it, a campaign lists both events (it has no
+//             send, so it never sends), so they are recorded undecided for the
+//             worker's decider loop (no job either; no worker runs here: they
+//             wait, as the jobs they had before did).
 //   raw SQL   the event row's INSERT alone (a complete row, payload included),
 //             through pg in this process: the baseline.
 //

@@ -1,6 +1,6 @@
 // The background worker: started by main.ts inside `npm start`, or alone by
 // `npm run worker` (src/worker.ts). A worker is graphile-worker (event processing and other jobs), the webhook
-// delivery dispatcher, and a heartbeat that frees the jobs of dead workers.
+// delivery dispatcher, the campaign decider loop (trigger events), and a heartbeat that frees the jobs of dead workers.
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -8,7 +8,8 @@ import { run, Logger, type Runner, type WorkerEvents } from 'graphile-worker';
 import { sql } from 'kysely';
 import type pg from 'pg';
 import pino from 'pino';
-import { buildTaskList, type TaskDeps } from './tasks.ts';
+import { buildTaskList, decideOptions, type TaskDeps } from './tasks.ts';
+import { CampaignDecider } from './campaigns/decider.ts';
 import { BACKLOG_CRON } from './webhooks/backlog.ts';
 import { closeTransports } from './mail/send.ts';
 import { RETENTION_CRON } from './ops/retention.ts';
@@ -139,6 +140,8 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
   heartbeat.unref();
   const dispatcher = new WebhookDispatcher({ db: deps.db, pool, config: deps.config, log: log.child({ component: 'webhooks' }) });
   await dispatcher.start();
+  const decider = new CampaignDecider({ db: deps.db, clock: deps.now, decide: decideOptions(deps), log: log.child({ component: 'campaign-decider' }) });
+  decider.start();
   return {
     get runner() {
       return runner;
@@ -148,7 +151,7 @@ export async function startWorker(pool: pg.Pool, deps: TaskDeps, log: pino.Logge
       stopping = true;
       clearInterval(heartbeat);
       // A runner that stopped on its own (database outage) rejects stop().
-      await Promise.all([runner.stop().catch(() => {}), dispatcher.stop()]);
+      await Promise.all([runner.stop().catch(() => {}), dispatcher.stop(), decider.stop()]);
       // After the runner: no send is in flight any more, so the pooled SMTP
       // connections can say QUIT instead of being cut when the process exits.
       closeTransports();

@@ -6,7 +6,7 @@ import type { Transaction } from 'kysely';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import type { Database } from './db/schema.ts';
-import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
+import { campaignTriggerHandler, type Clock, type DecideOpts } from './campaigns/engine.ts';
 import { processEventsTask } from './events/process.ts';
 import type { JobName } from './lib/jobs.ts';
 import { pausedBacklogTask } from './webhooks/backlog.ts';
@@ -36,9 +36,14 @@ const afterDecision: ((db: Db | Transaction<Database>, events: { id: string }[])
   (db, events) => enqueueDeliveries(db, events),
 ];
 
-/** Every job of lib/jobs.ts has its handler here, typed by its payload (a missing one fails to compile). */
-export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
-  const campaignTriggers = campaignTriggerHandler(deps.db, deps.now, {
+/**
+ * What a campaign decider does besides deciding (engine.ts, decideBatch): the
+ * rest of the processing of the events it decides for others (the
+ * process_events jobs of other events, or the decider loop, which owns none),
+ * in its transaction.
+ */
+export function decideOptions(deps: TaskDeps): DecideOpts {
+  return {
     appSecret: deps.config.appSecret,
     // Events decided with another job's batch get every other handler in that
     // transaction; the engine marks them processed there, as process_events would have.
@@ -46,7 +51,12 @@ export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
       const events = ids.map((id) => ({ id }));
       for (const handle of afterDecision) await handle(trx, events);
     },
-  });
+  };
+}
+
+/** Every job of lib/jobs.ts has its handler here, typed by its payload (a missing one fails to compile). */
+export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
+  const campaignTriggers = campaignTriggerHandler(deps.db, deps.now, decideOptions(deps));
   const eventHandlers = [campaignTriggers, ...afterDecision.map((handle) => async (events: { id: string }[]) => void (await handle(deps.db, events)))];
   return {
     process_events: processEventsTask(deps.db, eventHandlers),

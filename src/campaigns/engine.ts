@@ -351,6 +351,31 @@ export async function eventsWaiting(db: Db | Tx, teamId: string): Promise<boolea
 }
 
 /**
+ * Teams with trigger events waiting for decisions, in team id order after
+ * `after` (null: from the first), at most `limit`: the decider loop's work list
+ * (decider.ts). A loose scan of events_undecided_idx (one index descent per team
+ * found, however many events each has waiting), so an idle poll costs one
+ * descent into an empty index. Events held by another transaction count.
+ */
+export async function waitingTeams(db: Db, after: string | null, limit: number): Promise<string[]> {
+  const { rows } = await sql<{ team_id: string }>`${sql.raw(PREPARED)}
+    WITH RECURSIVE t(team_id) AS (
+      (SELECT team_id FROM events
+        WHERE team_id > ${after ?? '00000000-0000-0000-0000-000000000000'}::uuid
+          AND decided_at IS NULL AND contact_id IS NOT NULL AND name IN ${TRIGGER_NAMES_SQL}
+        ORDER BY team_id LIMIT 1)
+      UNION ALL
+      SELECT (SELECT e.team_id FROM events e
+               WHERE e.team_id > t.team_id
+                 AND e.decided_at IS NULL AND e.contact_id IS NOT NULL AND e.name IN ${TRIGGER_NAMES_SQL}
+               ORDER BY e.team_id LIMIT 1)
+        FROM t WHERE t.team_id IS NOT NULL
+    )
+    SELECT team_id FROM t WHERE team_id IS NOT NULL LIMIT ${limit}::int`.execute(db);
+  return rows.map((r) => r.team_id);
+}
+
+/**
  * The process_events handler. A team's waiting trigger events (decided_at IS
  * NULL) are decided by one job at a time, in batches, each in one transaction
  * holding a per-team advisory lock taken with pg_try_advisory_xact_lock. A job
@@ -385,53 +410,17 @@ export function campaignTriggerHandler(
   };
 }
 
-async function decideWaiting(
-  db: Db,
-  teamId: string,
-  clock: Clock,
-  own: Set<string>,
-  opts: { processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>; appSecret?: string },
-): Promise<void> {
-  const key = createHash('sha256').update(`plover:decide-team:${teamId}`).digest().readBigInt64BE(0);
+export type DecideOpts = {
+  processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>;
+  appSecret?: string;
+  /** The batch's transaction gives up waiting for a row lock after this long (an error: the caller retries later). */
+  lockTimeoutMs?: number;
+};
+
+async function decideWaiting(db: Db, teamId: string, clock: Clock, own: Set<string>, opts: DecideOpts): Promise<void> {
   let heldSince: number | null = null;
   for (;;) {
-    const outcome = await db.transaction().execute(async (trx) => {
-      const { rows: lock } = await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok`.execute(trx);
-      if (!lock[0]!.ok) return 'busy' as const;
-      // The name list is spelled out (TRIGGER_NAMES_SQL): the partial index events_undecided_idx matches it.
-      // Locked now, and rows another statement holds (a job marking its events
-      // processed) are skipped, not waited for: two multi-row updates of events
-      // in different orders would deadlock. The check after commit finds them.
-      // FOR NO KEY UPDATE, the lock the update below takes anyway: FOR UPDATE
-      // would also block the foreign-key checks (FOR KEY SHARE) of rows that
-      // reference these events, so an event's own job, its campaign decision
-      // left to this batch, would wait in its webhook fan-out for this commit.
-      // Prepared, its limit a literal: planned once per connection (unnamed, it
-      // was planned at every batch, 124 µs a call in `bench campaigns`' latency
-      // run); the generic plan walks the same partial index by team.
-      const { rows } = await sql<{ id: string }>`${sql.raw(PREPARED)}
-        SELECT id FROM events
-         WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
-           AND name IN ${TRIGGER_NAMES_SQL}
-         ORDER BY occurred_at, id
-         LIMIT ${sql.lit(DECIDE_BATCH)}
-         FOR NO KEY UPDATE SKIP LOCKED`.execute(trx);
-      if (rows.length === 0) return 'none' as const;
-      const batch = rows.map((r) => r.id);
-      await decide(trx, await loadEventCandidates(trx, batch), clock(), opts.appSecret);
-      // Events of other jobs get the rest of their processing here (processTaken),
-      // and are marked processed in the same update that marks the batch decided:
-      // each update of an event row rewrites its eight index entries (decided_at
-      // is in a partial index's predicate), so one update rather than two.
-      const taken = opts.processTaken ? batch.filter((id) => !own.has(id)) : [];
-      if (taken.length > 0) await opts.processTaken!(trx, taken);
-      // Prepared, the batch a sized recordset (planned at every batch before: 17 µs per event in the latency run).
-      await sql`${sql.raw(PREPARED)}
-        UPDATE events SET decided_at = now(),
-               processed_at = CASE WHEN id = ANY (${taken}::uuid[]) THEN coalesce(processed_at, now()) ELSE processed_at END
-         WHERE id IN (SELECT x.id FROM ${idsRecordset(batch)} AS x)`.execute(trx);
-      return 'decided' as const;
-    });
+    const outcome = await decideBatch(db, teamId, clock, own, opts);
     if (outcome === 'busy') return;
     if (outcome === 'none') {
       // Checked after the commit that released the lock: events whose jobs found it taken.
@@ -445,4 +434,57 @@ async function decideWaiting(
       heldSince = null;
     }
   }
+}
+
+/**
+ * One batch of a team's waiting trigger events, decided in one transaction
+ * under the team's advisory lock: 'busy' when another decider holds it, 'none'
+ * when no waiting event could be taken (none, or all held by other
+ * transactions), 'decided' otherwise. Events not in `own` (not their caller's
+ * own job's) get the rest of their processing (`processTaken`) in the same
+ * transaction and are marked processed; the decider loop (decider.ts) owns
+ * none, so every event it decides is processed there.
+ */
+export async function decideBatch(db: Db, teamId: string, clock: Clock, own: ReadonlySet<string>, opts: DecideOpts): Promise<'busy' | 'none' | 'decided'> {
+  const key = createHash('sha256').update(`plover:decide-team:${teamId}`).digest().readBigInt64BE(0);
+  return db.transaction().execute(async (trx) => {
+    const { rows: lock } = opts.lockTimeoutMs
+      ? await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok,
+                                          set_config('lock_timeout', ${`${Math.ceil(opts.lockTimeoutMs)}ms`}, true)`.execute(trx)
+      : await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok`.execute(trx);
+    if (!lock[0]!.ok) return 'busy' as const;
+    // The name list is spelled out (TRIGGER_NAMES_SQL): the partial index events_undecided_idx matches it.
+    // Locked now, and rows another statement holds (a job marking its events
+    // processed) are skipped, not waited for: two multi-row updates of events
+    // in different orders would deadlock. The check after commit finds them.
+    // FOR NO KEY UPDATE, the lock the update below takes anyway: FOR UPDATE
+    // would also block the foreign-key checks (FOR KEY SHARE) of rows that
+    // reference these events, so an event's own job, its campaign decision
+    // left to this batch, would wait in its webhook fan-out for this commit.
+    // Prepared, its limit a literal: planned once per connection (unnamed, it
+    // was planned at every batch, 124 µs a call in `bench campaigns`' latency
+    // run); the generic plan walks the same partial index by team.
+    const { rows } = await sql<{ id: string }>`${sql.raw(PREPARED)}
+      SELECT id FROM events
+       WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
+         AND name IN ${TRIGGER_NAMES_SQL}
+       ORDER BY occurred_at, id
+       LIMIT ${sql.lit(DECIDE_BATCH)}
+       FOR NO KEY UPDATE SKIP LOCKED`.execute(trx);
+    if (rows.length === 0) return 'none' as const;
+    const batch = rows.map((r) => r.id);
+    await decide(trx, await loadEventCandidates(trx, batch), clock(), opts.appSecret);
+    // Events of other jobs get the rest of their processing here (processTaken),
+    // and are marked processed in the same update that marks the batch decided:
+    // each update of an event row rewrites its eight index entries (decided_at
+    // is in a partial index's predicate), so one update rather than two.
+    const taken = opts.processTaken ? batch.filter((id) => !own.has(id)) : [];
+    if (taken.length > 0) await opts.processTaken!(trx, taken);
+    // Prepared, the batch a sized recordset (planned at every batch before: 17 µs per event in the latency run).
+    await sql`${sql.raw(PREPARED)}
+      UPDATE events SET decided_at = now(),
+             processed_at = CASE WHEN id = ANY (${taken}::uuid[]) THEN coalesce(processed_at, now()) ELSE processed_at END
+       WHERE id IN (SELECT x.id FROM ${idsRecordset(batch)} AS x)`.execute(trx);
+    return 'decided' as const;
+  });
 }

@@ -5,7 +5,7 @@ import { isoSql } from '../db/iso.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
 import { sizeClass } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
-import { emit, enqueueEventProcessing, listenersSql } from '../events/emit.ts';
+import { emit, enqueueEventProcessing, listenersSql, needsJobSql } from '../events/emit.ts';
 import { suppress, suppressedStatusSql } from './suppressions.ts';
 import { CONTACT_FIELDS, CUSTOM_FIELD_NAMES } from './fields.ts';
 import { validationFailed } from '../lib/errors.ts';
@@ -138,7 +138,9 @@ const ADDED_TAGS = `(SELECT count(*) FROM (SELECT unnest(i.tags) EXCEPT SELECT u
 // Only the new events' ids come back, for their processing jobs.
 // A contact.saved nobody handles (no campaign of the team triggered by it, no
 // webhook subscribed) is recorded decided and processed, with no job, as emit()
-// records it (events/emit.ts); only the others come back as 'event' rows.
+// records it (events/emit.ts), and one a campaign listens to is left to the
+// decider loop (campaigns/decider.ts); only the others (a webhook's alone)
+// come back as 'event' rows.
 const SAVED_LISTENERS = listenersSql('$1::uuid', "'contact.saved'", 'true');
 const EVENTS_CTE = `,
 ev AS (
@@ -146,7 +148,7 @@ ev AS (
   SELECT $1::uuid, 'contact.saved', s.id, ${savedPayloadSql('s')}, ${SAVED_LISTENERS.processedAt}, ${SAVED_LISTENERS.decidedAt}
   FROM (SELECT * FROM ins UNION ALL SELECT * FROM upd) s
   ${SAVED_LISTENERS.join}
-  RETURNING id, processed_at IS NULL AS pending
+  RETURNING id, ${needsJobSql()} AS pending
 )`;
 const EVENTS_ROWS = "UNION ALL SELECT 'event', ev.id::text, NULL, NULL FROM ev WHERE ev.pending";
 // Prepared (src/db/pool.ts): it took 1.6 ms to plan under load, more than a

@@ -98,8 +98,10 @@ export function campaignListensSql(team: string, name: string): string {
  * subscribes to it. `processedAt` and `decidedAt` are the event's columns for
  * it: processed, with no job, when nothing listens (or when `handled`, an SQL
  * condition, is false: an unsubscribe that changed nothing); decided, with no
- * decisions, when it is a trigger that no campaign lists. The statements
- * return `processed_at IS NULL`: the event needs its process_events job.
+ * decisions, when it is a trigger that no campaign lists. A trigger a campaign
+ * lists is left undecided and unprocessed for the decider loop
+ * (campaigns/decider.ts), which processes what it decides. The statements
+ * return needsJobSql(): the event needs a process_events job.
  */
 export function listenersSql(team: string, name: string, trigger: string, handled = 'true'): { join: string; processedAt: string; decidedAt: string } {
   return {
@@ -111,6 +113,22 @@ export function listenersSql(team: string, name: string, trigger: string, handle
     decidedAt: `CASE WHEN l.trigger AND NOT l.campaign THEN now() END`,
   };
 }
+
+/**
+ * SQL (a RETURNING expression of a statement that wrote an event): the event
+ * needs a process_events job: something is left to process, and it is not a
+ * trigger waiting for the campaign decider loop (campaigns/decider.ts), which
+ * decides it and does the rest of its processing (the webhook fan-out) in
+ * one transaction. The waiting condition is events_undecided_idx's predicate.
+ * `table`: the events table's name or alias where the statement needs it.
+ */
+export function needsJobSql(table?: string): string {
+  const c = (column: string) => (table === undefined ? column : operand(`${table}.${column}`));
+  return `${c('processed_at')} IS NULL
+          AND NOT (${c('decided_at')} IS NULL AND ${c('contact_id')} IS NOT NULL AND ${c('name')} IN ${TRIGGER_NAMES_TEXT})`;
+}
+
+const NEEDS_JOB = needsJobSql();
 
 // One job per this many events: a 1,000-contact bulk upsert is 2 jobs, not 1,000.
 const EVENTS_PER_JOB = 500;
@@ -144,7 +162,7 @@ export async function emit(tx: Transaction<Database>, events: NewEvent[]): Promi
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
       AS x(team_id uuid, name text, contact_id uuid, payload jsonb, occurred_at timestamptz)
     ${sql.raw(who.join)}
-    RETURNING id, processed_at IS NULL AS pending`.execute(tx);
+    RETURNING id, ${sql.raw(NEEDS_JOB)} AS pending`.execute(tx);
   await enqueueEventProcessing(tx, inserted.filter((r) => r.pending).map((r) => r.id));
   return inserted.map((r) => r.id);
 }

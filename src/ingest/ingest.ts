@@ -16,7 +16,7 @@ import { validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { markUnsubscribed, savedPayload } from '../contacts/queries.ts';
 import { isoSqlAnyYear } from '../db/iso.ts';
 import { suppressedStatusSql } from '../contacts/suppressions.ts';
-import { claimEvent, emit, enqueueEventProcessing, eventWithKey, listenersSql } from '../events/emit.ts';
+import { claimEvent, emit, enqueueEventProcessing, eventWithKey, listenersSql, needsJobSql } from '../events/emit.ts';
 import { UUID_RE } from '../http/schemas.ts';
 import { normalizeEmail } from '../lib/text.ts';
 
@@ -71,6 +71,8 @@ export function checkIngestInput(body: IngestInput): ErrorDetail[] {
 const SAVED_LISTENERS = listenersSql('v.team_id', "'contact.saved'", 'true');
 const CONVERSION_LISTENERS = listenersSql('v.team_id', 'v.name', 'v.contact_id IS NOT NULL');
 const UNSUBSCRIBE_LISTENERS = listenersSql('v.team_id', 'v.name', 'false', 'v.handled'); // not a campaign trigger
+// Their RETURNING: whether the event needs a process_events job (a trigger a campaign lists waits for the decider loop).
+const NEEDS_JOB = needsJobSql();
 
 type ContactRow = { id: string; email: string; first_name: string | null; last_name: string | null; phone: string | null;
   foreign_id: string | null; country_code: string | null; status: string; created_at: Date; updated_at: Date; created: boolean };
@@ -172,7 +174,7 @@ async function ingestSaved(db: Db, teamId: string, email: string, input: IngestI
         FROM (SELECT ${teamId}::uuid AS team_id) v
        ${sql.raw(SAVED_LISTENERS.join)}
       ON CONFLICT (team_id, idempotency_key) DO NOTHING
-      RETURNING id, processed_at IS NULL AS pending`.execute(tx);
+      RETURNING id, ${sql.raw(NEEDS_JOB)} AS pending`.execute(tx);
     if (!rows[0]) throw await keyTaken(tx, teamId, input.idempotency_key!);
     if (rows[0].pending) await enqueueEventProcessing(tx, [rows[0].id]);
     return { eventId: rows[0].id, duplicate: false };
@@ -264,7 +266,7 @@ async function ingestConversion(db: Db, teamId: string, email: string | undefine
                ${sql.raw(CONVERSION_LISTENERS.processedAt)}, ${sql.raw(CONVERSION_LISTENERS.decidedAt)}
           FROM v ${sql.raw(CONVERSION_LISTENERS.join)}
         ON CONFLICT (team_id, idempotency_key) DO NOTHING
-        RETURNING id, occurred_at, processed_at IS NULL AS pending
+        RETURNING id, occurred_at, ${sql.raw(NEEDS_JOB)} AS pending
       ),
       conversion AS (${conversion})
       SELECT id, occurred_at, pending FROM ev`.execute(tx);
@@ -303,7 +305,7 @@ async function ingestUnsubscribe(db: Db, teamId: string, email: string, input: I
                      ${rows.length > 0}::boolean AS handled) v
        ${sql.raw(UNSUBSCRIBE_LISTENERS.join)}
        WHERE events.id = ${ev.id} AND events.team_id = v.team_id
-      RETURNING events.processed_at IS NULL AS pending`.execute(tx);
+      RETURNING ${sql.raw(needsJobSql('events'))} AS pending`.execute(tx);
     if (done[0]!.pending) await enqueueEventProcessing(tx, [ev.id]);
     return { eventId: ev.id, duplicate: false };
   });

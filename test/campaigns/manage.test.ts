@@ -221,7 +221,7 @@ describe('template and campaign updates, campaign delete', () => {
     const s = await setup(t, sink.port);
     const { id } = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId], event_triggered_send: { contact_cooldown_interval: 0 } });
     await s.a.post('/email/contacts/upsert', { email: 'queued@example.com', first_name: 'Q' });
-    // Decide only (the send job is left waiting): run process_events by draining with the send task held back.
+    // Decide only (the send job is left waiting): what the decider loop does, no job run.
     await drainDecisionsOnly();
     const queued = (await sendLog(t, s.teamId)).filter((r) => r.campaign_id === id);
     assert.equal(queued.length, 1);
@@ -280,12 +280,10 @@ describe('template and campaign updates, campaign delete', () => {
     assert.equal(sink.messages.length, before, 'nothing was sent');
   });
 
-  /** Runs only process_events jobs: decisions are made and messages queued, none sent. */
+  /** Decides the waiting trigger events, as the decider loop would: decisions made and messages queued, none sent. */
   async function drainDecisionsOnly(): Promise<void> {
-    const { runOnce, Logger } = await import('graphile-worker');
-    const { buildTaskList } = await import('../../src/tasks.ts');
-    const all = buildTaskList({ db: t.database.db, config: testConfig({ sendRetryDelays: [0, 0] }) });
-    const taskList = { process_events: all.process_events };
-    await runOnce({ pgPool: t.database.pool, taskList, concurrency: 1, logger: new Logger(() => () => {}) });
+    const { decideAllWaiting } = await import('../../src/campaigns/decider.ts');
+    const { decideOptions } = await import('../../src/tasks.ts');
+    await decideAllWaiting(t.database.db, decideOptions({ db: t.database.db, config: testConfig({ sendRetryDelays: [0, 0] }) }));
   }
 });

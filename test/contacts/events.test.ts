@@ -23,6 +23,13 @@ describe('contacts: events emitted exactly for real changes', () => {
     const queued = new Set(rows.flatMap((r) => r.payload.event_ids as string[]));
     return ids.filter((id) => queued.has(id));
   };
+  /** The ids among `ids` left to the campaign decider loop: undecided, unprocessed, with no job. */
+  const waitingForDecider = async (ids: string[]) => {
+    const { rows } = await t.database.pool.query(
+      'SELECT id FROM events WHERE id = ANY ($1::uuid[]) AND decided_at IS NULL AND processed_at IS NULL ORDER BY id', [ids]);
+    const jobs = new Set(await jobsFor(ids));
+    return rows.map((r) => r.id as string).filter((id) => !jobs.has(id));
+  };
 
   test('create and change emit contact.saved with the 6.3 payload; an unchanged upsert emits nothing', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
@@ -47,12 +54,12 @@ describe('contacts: events emitted exactly for real changes', () => {
     ev = await events(teamId);
     assert.equal(ev.length, 3);
     assert.equal(ev[2].payload.first_name, 'F');
-    assert.deepEqual(await jobsFor(ev.map((e) => e.id)), ev.map((e) => e.id), 'every event has its processing job');
+    assert.deepEqual(await waitingForDecider(ev.map((e) => e.id)), ev.map((e) => e.id), 'every event waits for the decider loop, with no job');
   });
 
-  test('bulk upsert emits one event per real change, with few jobs', async () => {
+  test('bulk upsert emits one event per real change, with few jobs (a webhook\'s) or none (a campaign\'s)', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
-    await listeningCampaign(t.database.db, teamId);
+    await createWebhook(t.database.db, webhookSecretBox(testConfig().appSecret), teamId, { url: 'https://hooks.example.com/b', events: ['email.contact.saved'] });
     const contacts = Array.from({ length: 600 }, (_, i) => ({ email: `b${i}@x.io`, first_name: 'x' }));
     await post(key, 'bulk-upsert', { contacts });
     contacts[5].first_name = 'changed';
@@ -66,6 +73,16 @@ describe('contacts: events emitted exactly for real changes', () => {
       [ev.map((e) => e.id)],
     );
     assert.ok(rows[0].n >= 2 && rows[0].n <= 3, `600 + 2 events in ${rows[0].n} jobs`);
+    assert.ok(ev.every((e) => e.decided_at !== null && e.processed_at === null), 'decided (no campaign), left to their jobs');
+
+    // A campaign listening too: no job at all, the decider loop decides them and fans them out.
+    const other = await makeTeam(t.database.db);
+    await createWebhook(t.database.db, webhookSecretBox(testConfig().appSecret), other.teamId, { url: 'https://hooks.example.com/c', events: ['email.contact.saved'] });
+    await listeningCampaign(t.database.db, other.teamId);
+    await post(other.key, 'bulk-upsert', { contacts });
+    const waiting = await events(other.teamId);
+    assert.equal(waiting.length, 600);
+    assert.deepEqual(await waitingForDecider(waiting.map((e) => e.id)), waiting.map((e) => e.id).sort());
   });
 
   test('without a campaign triggered by contact.saved or a webhook subscribed to it, the events are recorded decided and processed, with no job', async () => {
@@ -110,7 +127,7 @@ describe('contacts: events emitted exactly for real changes', () => {
     const latest = new Map(ev.map((e) => [e.contact_id, e.payload]));
     for (const [id, payload] of latest) assert.deepEqual(payload, savedPayload(byId.get(id!)!), `payload of ${byId.get(id!)!.email}`);
     assert.equal(latest.get(rows.find((r) => r.email === 'full@x.io')!.id)!.created_at, '2024-02-29T23:59:59.999Z');
-    assert.deepEqual(await jobsFor(ev.map((e) => e.id)), ev.map((e) => e.id), 'every event has its processing job');
+    assert.deepEqual(await waitingForDecider(ev.map((e) => e.id)), ev.map((e) => e.id), 'every event waits for the decider loop');
 
     // The same from a session in a zone off UTC by a half hour: the times are still UTC.
     const pool = new pg.Pool({ connectionString: t.database.url, max: 1, options: '-c TimeZone=America/St_Johns' });

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { runOnce } from 'graphile-worker';
 import { buildTaskList } from '../../src/tasks.ts';
-import { buildTestApp, listeningCampaign, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { createWebhook, webhookSecretBox } from '../../src/webhooks/queries.ts';
+import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
 
 describe('process_events: the worker picks up emitted events', () => {
   let t: TestApp;
@@ -13,7 +14,8 @@ describe('process_events: the worker picks up emitted events', () => {
 
   test('events committed by an upsert are processed by the worker and marked processed', async () => {
     const { key, teamId } = await makeTeam(t.database.db);
-    await listeningCampaign(t.database.db, teamId);
+    // A webhook subscribed and no campaign: jobs for the fan-out (a campaign's triggers wait for the decider loop instead).
+    await createWebhook(t.database.db, webhookSecretBox(testConfig().appSecret), teamId, { url: 'https://hooks.example.com/p', events: ['email.contact.saved'] });
     const contacts = Array.from({ length: 700 }, (_, i) => ({ email: `w${i}@x.io` }));
     const res = await t.app.inject({
       method: 'POST',
@@ -39,6 +41,8 @@ describe('process_events: the worker picks up emitted events', () => {
       await runOnce({ pgPool: t.database.pool, taskList, concurrency: 2 });
     }
     assert.equal(await pending(), 0);
+    const { rows: [fanned] } = await t.database.pool.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE team_id = $1', [teamId]);
+    assert.equal(fanned.n, 700, 'each event fanned out to the webhook');
     const jobs = await left();
     assert.equal(jobs.length, 0, `every job completed: ${JSON.stringify(jobs)}`);
   });

@@ -382,7 +382,8 @@ test('a lone transactional submit reads, checks suppressions and inserts on gene
 // (0.03-0.04 ms each, warm, on this machine's PostgreSQL; more under load).
 test('ingested events run their statements and enqueue their jobs on generic plans', async () => {
   const { teamId } = await makeTeam(database.db);
-  await listeningCampaign(database.db, teamId, ['lead.created', 'sale.created']); // their jobs
+  // Their jobs: a webhook subscribes (a campaign's triggers would wait for the decider loop, with no job).
+  await createWebhook(database.db, webhookSecretBox(testConfig().appSecret), teamId, { url: 'https://hooks.example.com/g', events: ['email.lead.created', 'email.sale.created'] });
   for (let i = 0; i < 12; i++) {
     for (const name of ['lead.created', 'sale.created'] as const) {
       for (const key of [undefined, `${name}-${i}`]) {

@@ -6,7 +6,8 @@ import { Logger, runOnce } from 'graphile-worker';
 import { sql } from 'kysely';
 import type { Config } from '../../src/config.ts';
 import type { Clock } from '../../src/campaigns/engine.ts';
-import { buildTaskList } from '../../src/tasks.ts';
+import { decideAllWaiting } from '../../src/campaigns/decider.ts';
+import { buildTaskList, decideOptions } from '../../src/tasks.ts';
 import { makeTeam, testConfig, type TestApp } from '../helpers.ts';
 
 type Inject = { statusCode: number; json(): any; body: string };
@@ -77,12 +78,18 @@ const quiet = new Logger(() => (level, message) => {
   if (level === 'error') drainFailures.push(message);
 });
 
-/** Runs the worker until no job is due (jobs a job adds with no delay included). */
+/**
+ * Runs the worker until no job is due (jobs a job adds with no delay included)
+ * and no trigger event waits for the campaign decider loop (decided here as
+ * the loop would: campaigns/decider.ts).
+ */
 export async function drain(t: TestApp, opts: { config?: Partial<Config>; now?: Clock; mailDns?: MailDnsResolver } = {}): Promise<void> {
   const config = testConfig({ sendRetryDelays: [0, 0], ...opts.config });
-  const taskList = buildTaskList({ db: t.database.db, config, now: opts.now, mailDns: opts.mailDns });
+  const deps = { db: t.database.db, config, now: opts.now, mailDns: opts.mailDns };
+  const taskList = buildTaskList(deps);
   drainFailures.length = 0;
   for (let i = 0; i < 20; i++) {
+    await decideAllWaiting(t.database.db, decideOptions(deps), opts.now);
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM graphile_worker._private_jobs
        WHERE run_at <= now() AND locked_at IS NULL AND attempts < max_attempts`.execute(t.database.db);

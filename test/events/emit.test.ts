@@ -1,7 +1,8 @@
 // emit() records an event that no handler has work for (no campaign of its team
 // triggered by it, no webhook of its team subscribed) as processed, without a
 // process_events job, and a trigger event with a contact that no campaign lists
-// as decided too; every other event gets its job, as before.
+// as decided too; a trigger that a campaign lists is left to the decider loop
+// (no job: campaigns/decider.ts), and every other event gets its job.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
@@ -59,7 +60,7 @@ test('a team without webhooks or campaigns: every event is recorded processed wi
   ]);
 });
 
-test('a team with campaigns: a trigger with a contact that one of them lists gets its job; deleted and other teams\' campaigns do not count', async () => {
+test('a team with campaigns: a trigger with a contact that one of them lists waits for the decider, with no job; deleted and other teams\' campaigns do not count', async () => {
   const { teamId } = await makeTeam(t.database.db, 'Campaigns');
   const { teamId: other } = await makeTeam(t.database.db, 'Campaigns next door');
   await listeningCampaign(t.database.db, teamId, ['contact.saved']);
@@ -73,7 +74,7 @@ test('a team with campaigns: a trigger with a contact that one of them lists get
     { teamId, name: 'contact.saved', contactId: null, payload: {} },
     { teamId, name: 'email.sent', contactId: c, payload: {} },
   ], { decided: true }), [
-    { name: 'contact.saved', processed: false, job: true, decided: false },
+    { name: 'contact.saved', processed: false, job: false, decided: false },
     { name: 'lead.created', processed: true, job: false, decided: true },
     { name: 'sale.created', processed: true, job: false, decided: true },
     { name: 'contact.saved', processed: true, job: false, decided: false },

@@ -9,7 +9,7 @@ import pino from 'pino';
 import { startWorker, type WorkerHandle } from '../../src/background.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
-import { createCampaign, setup } from '../engine/fixtures.ts';
+import { setup } from '../engine/fixtures.ts';
 import { startCaptureSink, type CaptureSink } from '../engine/sink.ts';
 
 describe('job runner: a shutdown stuck on a job', () => {
@@ -38,18 +38,21 @@ describe('job runner: a shutdown stuck on a job', () => {
   test('is abandoned and replaced; new jobs run while the stuck one still waits', { timeout: 90_000 }, async () => {
     const { pool } = t.database;
     const s = await setup(t, sink.port);
-    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
-    // The stuck job: its decider waits for the mail account's row lock, held here.
+    // The stuck job: a contact.saved's process_events job (a webhook subscribes,
+    // no campaign listens), whose fan-out's insert waits for the webhook row's
+    // lock (its foreign-key check), held here.
+    const hook = await s.a.post('/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['email.contact.saved'] });
+    assert.equal(hook.statusCode, 201, hook.body);
     const holder = await pool.connect();
     const lines: string[] = [];
     try {
       await holder.query('BEGIN');
-      await holder.query('SELECT id FROM mail_accounts WHERE id = $1 FOR UPDATE', [s.accountId]);
+      await holder.query('SELECT id FROM webhooks WHERE id = $1 FOR UPDATE', [hook.json().webhook.id]);
       const up = await s.a.post('/email/contacts/upsert', { email: 'stuck@example.com' });
       assert.equal(up.statusCode, 200, up.body);
       const log = pino({ level: 'error' }, { write: (line: string) => void lines.push(line) });
       worker = await startWorker(pool, { db: t.database.db, config: testConfig({ workerDeadAfterS: 1, workerConcurrency: 2 }) }, log);
-      await until('the decider to wait for the lock', async () =>
+      await until('the job to wait for the lock', async () =>
         (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rowCount! > 0, 20_000);
 
       // The fatal error: completing this job fails, so the runner shuts down (and waits for the stuck job).
@@ -69,7 +72,7 @@ describe('job runner: a shutdown stuck on a job', () => {
       await until('the new event to be processed', async () =>
         (await pool.query('SELECT processed_at IS NOT NULL AS done FROM events WHERE id = $1', [id])).rows[0].done, 20_000);
       assert.equal((await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rowCount! > 0, true,
-        'the stuck decider was still waiting');
+        'the stuck job was still waiting');
     } finally {
       await holder.query('ROLLBACK').catch(() => {});
       holder.release();
