@@ -6,7 +6,8 @@ import type { Transaction } from 'kysely';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import type { Database } from './db/schema.ts';
-import { campaignTriggerHandler, type Clock, type DecideOpts } from './campaigns/engine.ts';
+import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
+import type { DeciderDeps } from './campaigns/decider.ts';
 import { processEventsTask } from './events/process.ts';
 import type { JobName } from './lib/jobs.ts';
 import { pausedBacklogTask } from './webhooks/backlog.ts';
@@ -42,7 +43,7 @@ const afterDecision: ((db: Db | Transaction<Database>, events: { id: string }[])
  * process_events jobs of other events, or the decider loop, which owns none),
  * in its transaction.
  */
-export function decideOptions(deps: TaskDeps): DecideOpts {
+export function decideOptions(deps: TaskDeps): DeciderDeps['decide'] {
   return {
     appSecret: deps.config.appSecret,
     // Events decided with another job's batch get every other handler in that

@@ -13,10 +13,10 @@
 // the batch its team's decider had usually taken already. The loop's idle
 // cost is one index descent per poll.
 //
-// Fairness: each round takes one batch of each waiting team, at most
-// TEAMS_AT_ONCE teams at once, in team id order from where the last round
-// stopped, so a team with a million waiting events delays another team's
-// events by one batch per round, not by its backlog. Several worker processes
+// Fairness: each pass takes one batch of each waiting team, at most
+// TEAMS_AT_ONCE teams at once, in team id order, so a team with a million
+// waiting events delays another team's events by one batch per pass, not by
+// its backlog. Several worker processes
 // run the loop side by side: a team's batches are serialised by the team's
 // advisory lock (a process that finds it taken moves on).
 import type { FastifyBaseLogger } from 'fastify';
@@ -29,101 +29,150 @@ type Logger = Pick<FastifyBaseLogger, 'warn' | 'error'>;
 export const DECIDE_POLL_MS = 50;
 /** Teams decided at once by one process (each holds a pool connection for its batch). */
 export const TEAMS_AT_ONCE = 2;
-/** Teams read per round (the rest in the next, after the last of these). */
-const TEAMS_PER_ROUND = 100;
+/** Teams read per look at the index (the rest in the next, after the last of these). */
+const TEAMS_PER_PAGE = 100;
 /**
- * A batch gives up waiting for a row lock after this long (a session holding
- * a mail account, contact or webhook row for good): the team backs off, and
- * the round, which waits for its batches, goes on to the other teams.
+ * A batch's lock waits and statements give up after these (a session holding
+ * a mail account, contact or webhook row for good; a connection that stopped
+ * answering): the team backs off, and the other lane goes on meanwhile.
  */
 export const DECIDE_LOCK_TIMEOUT_MS = 10_000;
+export const DECIDE_STATEMENT_TIMEOUT_MS = 60_000;
 /** A team whose batch failed is retried after 1 s, doubling to this. */
 const MAX_TEAM_BACKOFF_MS = 300_000;
 /** The loop's own query failing (database unreachable): retried after 1 s, doubling to this. */
 const MAX_LOOP_BACKOFF_MS = 30_000;
 
-export type DeciderDeps = { db: Db; clock?: Clock; decide: DecideOpts; log: Logger; pollMs?: number; lockTimeoutMs?: number };
+export type DeciderDeps = {
+  db: Db;
+  clock?: Clock;
+  /** What deciding does besides deciding; processTaken is required: the loop's events have no job to process them. */
+  decide: DecideOpts & Required<Pick<DecideOpts, 'processTaken'>>;
+  log: Logger;
+  pollMs?: number;
+  lockTimeoutMs?: number;
+  /** Teams per look at the index (tests). */
+  pageSize?: number;
+};
 
+/**
+ * TEAMS_AT_ONCE lanes share one work list: a page of waiting teams in id order.
+ * A lane takes the next team that no lane is deciding and that is not backing
+ * off, decides one batch of it, and takes the next; the lane that finds the
+ * list used up reads the next page (after the last team of this one; from the
+ * first when this one was the last). A pass over all pages that decided
+ * nothing ends in a sleep of pollMs before the next. A lane stuck in a batch
+ * (up to the lock and statement timeouts) holds back only its team: the other
+ * lane goes on through the list, passing over that team.
+ */
 export class CampaignDecider {
   private readonly db: Db;
   private readonly clock: Clock;
   private readonly opts: DecideOpts;
   private readonly log: Logger;
   private readonly pollMs: number;
+  private readonly pageSize: number;
   private running = false;
-  private loopDone: Promise<void> = Promise.resolve();
+  private lanesDone: Promise<void> = Promise.resolve();
   private wake: (() => void) | null = null;
+  /** The current page's teams not yet taken, and where the next page starts (null: at the first team). */
+  private list: string[] = [];
+  private after: string | null = null;
+  /** Whether a batch decided events since the current pass over the pages began. */
+  private passWorked = true;
+  private reading: Promise<void> | null = null;
+  private readFailures = 0;
+  private readonly deciding = new Set<string>();
   /** Teams whose last batch failed: when to try again, and the failures in a row. */
   private readonly failing = new Map<string, { until: number; failures: number }>();
 
   constructor(deps: DeciderDeps) {
     this.db = deps.db;
     this.clock = deps.clock ?? (() => new Date());
-    this.opts = { ...deps.decide, lockTimeoutMs: deps.lockTimeoutMs ?? DECIDE_LOCK_TIMEOUT_MS };
+    this.opts = { ...deps.decide, lockTimeoutMs: deps.lockTimeoutMs ?? DECIDE_LOCK_TIMEOUT_MS, statementTimeoutMs: DECIDE_STATEMENT_TIMEOUT_MS };
     this.log = deps.log;
     this.pollMs = deps.pollMs ?? DECIDE_POLL_MS;
+    this.pageSize = deps.pageSize ?? TEAMS_PER_PAGE;
   }
 
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.loopDone = this.loop();
+    this.lanesDone = Promise.all(Array.from({ length: TEAMS_AT_ONCE }, () => this.lane())).then(() => undefined);
   }
 
   /** Stops taking batches; waits for the ones in flight to commit or roll back. */
   async stop(): Promise<void> {
     this.running = false;
     this.wake?.();
-    await this.loopDone;
+    await this.lanesDone;
   }
 
-  private async loop(): Promise<void> {
-    let after: string | null = null;
-    let loopFailures = 0;
-    while (this.running) {
-      let worked = false;
+  private async lane(): Promise<void> {
+    for (;;) {
+      const team = await this.take();
+      if (team === undefined) return; // stopped
+      this.deciding.add(team);
       try {
-        const teams = await waitingTeams(this.db, after, TEAMS_PER_ROUND);
-        // A full page: the next round goes on after its last team; otherwise from the first.
-        after = teams.length === TEAMS_PER_ROUND ? teams[teams.length - 1]! : null;
-        worked = await this.round(teams);
-        loopFailures = 0;
+        const outcome = await decideBatch(this.db, team, this.clock, NONE, this.opts);
+        // Only a batch that went through clears a failing team: 'busy' (another
+        // process's lane has the team, maybe stuck the same way) says nothing.
+        if (outcome === 'decided') {
+          this.passWorked = true;
+          this.failing.delete(team);
+          // The other lane may be sleeping out a pass that had found nothing: there is work.
+          this.wake?.();
+        }
       } catch (err) {
-        loopFailures++;
-        this.log.warn({ err }, 'campaign decider: looking for waiting events failed; retrying');
-        await this.sleep(Math.min(MAX_LOOP_BACKOFF_MS, 1_000 * 2 ** (loopFailures - 1)));
-        continue;
+        const failures = (this.failing.get(team)?.failures ?? 0) + 1;
+        const waitMs = Math.min(MAX_TEAM_BACKOFF_MS, 1_000 * 2 ** (failures - 1));
+        this.failing.set(team, { until: Date.now() + waitMs, failures });
+        this.log.error({ err, team_id: team, failures }, `campaign decider: deciding a batch failed; the team's events are retried in ${waitMs} ms`);
+      } finally {
+        this.deciding.delete(team);
       }
-      if (!worked && after === null) await this.sleep(this.pollMs);
     }
   }
 
-  /** One batch of each team (not backing off), TEAMS_AT_ONCE at a time; whether any batch decided events. */
-  private async round(teams: string[]): Promise<boolean> {
-    const now = Date.now();
-    const due = teams.filter((t) => (this.failing.get(t)?.until ?? 0) <= now);
-    let next = 0;
-    let worked = false;
-    const lane = async () => {
-      while (this.running && next < due.length) {
-        const team = due[next++]!;
-        try {
-          if ((await decideBatch(this.db, team, this.clock, NONE, this.opts)) === 'decided') worked = true;
-          this.failing.delete(team);
-        } catch (err) {
-          const failures = (this.failing.get(team)?.failures ?? 0) + 1;
-          const waitMs = Math.min(MAX_TEAM_BACKOFF_MS, 1_000 * 2 ** (failures - 1));
-          this.failing.set(team, { until: Date.now() + waitMs, failures });
-          this.log.error({ err, team_id: team, failures }, `campaign decider: deciding a batch failed; the team's events are retried in ${waitMs} ms`);
-        }
+  /** The next team to decide a batch of; undefined once stopped. */
+  private async take(): Promise<string | undefined> {
+    while (this.running) {
+      const now = Date.now();
+      while (this.list.length > 0) {
+        const team = this.list.shift()!;
+        if (!this.deciding.has(team) && (this.failing.get(team)?.until ?? 0) <= now) return team;
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(TEAMS_AT_ONCE, due.length) }, lane));
-    // A team not tried again long after its retry fell due has nothing waiting any more (a
-    // team that recovers is forgotten at its first good batch): the map stays as small as
-    // the set of failing teams.
+      this.reading ??= this.readPage().finally(() => (this.reading = null));
+      await this.reading;
+    }
+    return undefined;
+  }
+
+  private async readPage(): Promise<void> {
+    if (this.after === null) {
+      // A new pass over the pages: after one that decided nothing, wait first.
+      if (!this.passWorked) await this.sleep(this.pollMs);
+      this.passWorked = false;
+      this.forgetRecovered();
+    }
+    if (!this.running) return;
+    try {
+      const teams = await waitingTeams(this.db, this.after, this.pageSize);
+      // A full page: the next one goes on after its last team; otherwise the next pass starts from the first.
+      this.after = teams.length === this.pageSize ? teams[teams.length - 1]! : null;
+      this.list = teams;
+      this.readFailures = 0;
+    } catch (err) {
+      this.readFailures++;
+      this.log.warn({ err }, 'campaign decider: looking for waiting events failed; retrying');
+      await this.sleep(Math.min(MAX_LOOP_BACKOFF_MS, 1_000 * 2 ** (this.readFailures - 1)));
+    }
+  }
+
+  /** A team not tried again long after its retry fell due has nothing waiting any more: forgotten. */
+  private forgetRecovered(): void {
+    const now = Date.now();
     for (const [team, f] of this.failing) if (now - f.until > MAX_TEAM_BACKOFF_MS) this.failing.delete(team);
-    return worked;
   }
 
   private sleep(ms: number): Promise<void> {
@@ -149,7 +198,7 @@ const NONE: ReadonlySet<string> = new Set();
  * (tests, and `drain()` in their fixtures): what the loop would do, until
  * nothing is waiting. Throws if events stay held by other transactions.
  */
-export async function decideAllWaiting(db: Db, decide: DecideOpts, clock: Clock = () => new Date()): Promise<void> {
+export async function decideAllWaiting(db: Db, decide: DeciderDeps['decide'], clock: Clock = () => new Date()): Promise<void> {
   let progressAt = Date.now();
   for (;;) {
     const teams = await waitingTeams(db, null, 10_000);

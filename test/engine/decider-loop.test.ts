@@ -67,7 +67,7 @@ describe('campaign decider loop', () => {
     worker = undefined;
   });
 
-  test('one round takes one batch of each waiting team, in team order from where the last stopped', async () => {
+  for (const pageSize of [100, 2]) test(`one pass takes one batch of each waiting team before any team's second (teams read ${pageSize} at a time)`, async () => {
     const teams: string[] = [];
     for (let i = 0; i < 3; i++) {
       const { teamId } = await makeTeam(t.database.db);
@@ -84,8 +84,7 @@ describe('campaign decider loop', () => {
     assert.deepEqual(await waitingTeams(t.database.db, teams[0]!, 1), [teams[1]], 'after a team: the next one');
     const left = async () => Object.fromEntries((await q(
       `SELECT team_id, count(*)::int AS n FROM events WHERE team_id = ANY ($1::uuid[]) AND decided_at IS NULL GROUP BY team_id`, [teams])).map((r) => [r.team_id, r.n]));
-    const d = new CampaignDecider({ db: t.database.db, decide: decideOptions({ db: t.database.db, config: testConfig() }), log: pino({ level: 'silent' }), pollMs: 20 });
-    // The first round: every team down to its last event before any team's second batch.
+    const d = new CampaignDecider({ db: t.database.db, decide: decideOptions({ db: t.database.db, config: testConfig() }), log: pino({ level: 'silent' }), pollMs: 20, pageSize });
     const order: string[] = [];
     const batches = await captured(/SELECT id FROM events\s+WHERE team_id = \$1 AND decided_at IS NULL/, async () => {
       d.start();
@@ -93,7 +92,7 @@ describe('campaign decider loop', () => {
       await d.stop();
     });
     for (const b of batches) if (teams.includes(b.values[0] as string)) order.push(b.values[0] as string);
-    // Round 1: a batch of each team (in id order, two at once); round 2: their last events.
+    // Pass 1: a batch of each team (two at once); pass 2: their last events.
     assert.deepEqual(new Set(order.slice(0, 3)), new Set(teams), `order: ${order.join(' ')}`);
     assert.deepEqual(new Set(order.slice(3, 6)), new Set(teams), `order: ${order.join(' ')}`);
     const processed = await q('SELECT count(*)::int AS n FROM events WHERE team_id = ANY ($1::uuid[]) AND processed_at IS NULL', [teams]);

@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { CampaignDecider } from '../../src/campaigns/decider.ts';
+import { decideLockKey } from '../../src/campaigns/engine.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { decideOptions } from '../../src/tasks.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
@@ -55,16 +56,18 @@ describe('decider loop: rows held by other transactions', () => {
     const up = await s.a.post('/email/contacts/upsert', { email: 'held@example.com' });
     assert.equal(up.statusCode, 200, up.body);
     const holder = await t.database.pool.connect();
-    const d = decider();
+    errors.length = 0;
+    // A short lock timeout: a decider that waited for the held row instead of passing over it would fail here.
+    const d = decider(300);
     try {
       await holder.query('BEGIN');
       // The lock a job marking its events processed holds (the weakest that makes the decider skip a row).
       const held = await holder.query('SELECT id FROM events WHERE team_id = $1 AND decided_at IS NULL FOR NO KEY UPDATE', [s.teamId]);
       assert.equal(held.rowCount, 1);
       d.start();
-      await sleep(500);
+      await sleep(1_000);
       assert.equal(await decided(s), 0, 'held: not decided');
-      assert.deepEqual(errors, [], 'passing over a held row is no failure');
+      assert.deepEqual(errors, [], 'passing over a held row is no failure (and no lock wait)');
       await holder.query('ROLLBACK');
       await until('the event to be decided', async () => (await decided(s)) === 1, 5_000);
     } finally {
@@ -76,24 +79,28 @@ describe('decider loop: rows held by other transactions', () => {
     assert.deepEqual((await sendLog(t, s.teamId)).map((l) => [l.email, l.status]), [['held@example.com', 'sent']]);
   });
 
-  test('a batch stuck on a lock gives up after the lock timeout; other teams are decided meanwhile, the stuck one once the lock is free', { timeout: 60_000 }, async () => {
+  test('a batch stuck on a lock holds back its team only, gives up after the lock timeout, and the team is decided once the lock is free', { timeout: 60_000 }, async () => {
     const stuck = await campaignTeam();
     const free = await campaignTeam();
     errors.length = 0;
     const holder = await t.database.pool.connect();
-    const d = decider(300);
+    const d = decider(3_000);
     try {
       await holder.query('BEGIN');
       // A session that holds the team's mail account (the decider locks it to count the day's sends).
       await holder.query('SELECT id FROM mail_accounts WHERE id = $1 FOR UPDATE', [stuck.accountId]);
       assert.equal((await stuck.a.post('/email/contacts/upsert', { email: 'stuck@example.com' })).statusCode, 200);
       d.start();
-      await until('the stuck batch to give up', async () => errors.some((e) => e.team_id === stuck.teamId), 10_000);
-      assert.match(errors.find((e) => e.team_id === stuck.teamId)!.msg, /deciding a batch failed; the team's events are retried in 1000 ms/);
-      // The loop goes on: another team's new event is decided while the first still cannot be.
+      await until('a batch waiting for the lock', async () =>
+        (await t.database.pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rowCount! > 0, 5_000);
+      const waitingSince = Date.now();
+      // While that batch waits, the other lane goes on: another team's new event is decided.
       assert.equal((await free.a.post('/email/contacts/upsert', { email: 'free@example.com' })).statusCode, 200);
       await until("the other team's event to be decided", async () => (await decided(free)) === 1, 5_000);
+      assert.ok(Date.now() - waitingSince < 2_500, `decided ${Date.now() - waitingSince} ms into the stuck batch's wait: before it gave up`);
       assert.equal(await decided(stuck), 0);
+      await until('the stuck batch to give up', async () => errors.some((e) => e.team_id === stuck.teamId), 10_000);
+      assert.match(errors.find((e) => e.team_id === stuck.teamId)!.msg, /deciding a batch failed; the team's events are retried in 1000 ms/);
       await holder.query('ROLLBACK');
       await until("the stuck team's event to be decided after its backoff", async () => (await decided(stuck)) === 1, 10_000);
     } finally {
@@ -104,5 +111,35 @@ describe('decider loop: rows held by other transactions', () => {
     await drain(t);
     assert.deepEqual((await sendLog(t, stuck.teamId)).map((l) => [l.email, l.status]), [['stuck@example.com', 'sent']]);
     assert.deepEqual((await sendLog(t, free.teamId)).map((l) => [l.email, l.status]), [['free@example.com', 'sent']]);
+  });
+
+  test('a team found busy after its failure keeps its backoff: the next failure waits twice as long', { timeout: 60_000 }, async () => {
+    const stuck = await campaignTeam();
+    errors.length = 0;
+    const holder = await t.database.pool.connect();
+    const other = await t.database.pool.connect();
+    const d = decider(300);
+    const failures = () => errors.filter((e) => e.team_id === stuck.teamId);
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM mail_accounts WHERE id = $1 FOR UPDATE', [stuck.accountId]);
+      assert.equal((await stuck.a.post('/email/contacts/upsert', { email: 'stuck2@example.com' })).statusCode, 200);
+      d.start();
+      await until('the first failure', async () => failures().length === 1, 10_000);
+      assert.match(failures()[0]!.msg, /retried in 1000 ms/);
+      // Another process's decider holds the team (as a second worker stuck the same way would): the
+      // retry after the backoff finds it busy, for a while.
+      await other.query('SELECT pg_advisory_lock($1::bigint)', [String(decideLockKey(stuck.teamId))]);
+      await sleep(1_500);
+      assert.equal(failures().length, 1);
+      await other.query('SELECT pg_advisory_unlock($1::bigint)', [String(decideLockKey(stuck.teamId))]);
+      await until('the second failure', async () => failures().length === 2, 10_000);
+      assert.match(failures()[1]!.msg, /retried in 2000 ms/, 'busy did not reset the failure count');
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+      other.release();
+      await d.stop();
+    }
   });
 });
