@@ -98,14 +98,27 @@ export class CampaignDecider {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.lanesDone = Promise.all(Array.from({ length: TEAMS_AT_ONCE }, () => this.lane())).then(() => undefined);
+    this.lanesDone = Promise.all(Array.from({ length: TEAMS_AT_ONCE }, () => this.lane())).then(
+      () => undefined,
+      (err: unknown) => this.log.error({ err }, 'campaign decider: a lane stopped on an unexpected error'),
+    );
   }
 
-  /** Stops taking batches; waits for the ones in flight to commit or roll back. */
+  /**
+   * Stops taking batches; waits for the ones in flight to commit or roll back,
+   * at most a statement timeout and a bit (a batch on a connection that stopped
+   * answering is abandoned: its transaction ends with the connection).
+   */
   async stop(): Promise<void> {
     this.running = false;
     this.wake?.();
-    await this.lanesDone;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), DECIDE_STATEMENT_TIMEOUT_MS + 5_000);
+    });
+    const outcome = await Promise.race([this.lanesDone, deadline]);
+    clearTimeout(timer);
+    if (outcome === 'late') this.log.error({}, 'campaign decider: a batch did not finish within the statement timeout at shutdown; abandoned');
   }
 
   private async lane(): Promise<void> {
@@ -120,8 +133,10 @@ export class CampaignDecider {
         if (outcome === 'decided') {
           this.passWorked = true;
           this.failing.delete(team);
-          // The other lane may be sleeping out a pass that had found nothing: there is work.
-          this.wake?.();
+          // The other lane may be sleeping out a pass that had found nothing: there is
+          // work (not the backoff of a failed read: the database is answering again, but
+          // the read's own retry says so).
+          if (this.readFailures === 0) this.wake?.();
         }
       } catch (err) {
         const failures = (this.failing.get(team)?.failures ?? 0) + 1;
@@ -178,39 +193,15 @@ export class CampaignDecider {
   private sleep(ms: number): Promise<void> {
     if (!this.running) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
+      const wake = () => {
         clearTimeout(timer);
+        if (this.wake === wake) this.wake = null;
         resolve();
-      }
-      this.wake = () => {
-        this.wake = null;
-        done();
       };
+      const timer = setTimeout(wake, ms);
+      this.wake = wake;
     });
   }
 }
 
 const NONE: ReadonlySet<string> = new Set();
-
-/**
- * Decides every waiting trigger event now, on the caller's connection pool
- * (tests, and `drain()` in their fixtures): what the loop would do, until
- * nothing is waiting. Throws if events stay held by other transactions.
- */
-export async function decideAllWaiting(db: Db, decide: DeciderDeps['decide'], clock: Clock = () => new Date()): Promise<void> {
-  let progressAt = Date.now();
-  for (;;) {
-    const teams = await waitingTeams(db, null, 10_000);
-    if (teams.length === 0) return;
-    let worked = false;
-    for (const team of teams) {
-      while ((await decideBatch(db, team, clock, NONE, decide)) === 'decided') worked = true;
-    }
-    if (worked) progressAt = Date.now();
-    else {
-      if (Date.now() - progressAt > 10_000) throw new Error('decideAllWaiting: waiting events stayed held by other transactions for 10 s');
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  }
-}

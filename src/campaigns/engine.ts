@@ -437,6 +437,11 @@ async function decideWaiting(db: Db, teamId: string, clock: Clock, own: Set<stri
   }
 }
 
+/** The advisory lock key a team's deciders take (pg_try_advisory_xact_lock). */
+export function decideLockKey(teamId: string): bigint {
+  return createHash('sha256').update(`plover:decide-team:${teamId}`).digest().readBigInt64BE(0);
+}
+
 /**
  * One batch of a team's waiting trigger events, decided in one transaction
  * under the team's advisory lock: 'busy' when another decider holds it, 'none'
@@ -446,20 +451,16 @@ async function decideWaiting(db: Db, teamId: string, clock: Clock, own: Set<stri
  * transaction and are marked processed; the decider loop (decider.ts) owns
  * none, so every event it decides is processed there.
  */
-/** The advisory lock key a team's deciders take (pg_try_advisory_xact_lock). */
-export function decideLockKey(teamId: string): bigint {
-  return createHash('sha256').update(`plover:decide-team:${teamId}`).digest().readBigInt64BE(0);
-}
-
 export async function decideBatch(db: Db, teamId: string, clock: Clock, own: ReadonlySet<string>, opts: DecideOpts): Promise<'busy' | 'none' | 'decided'> {
   const key = decideLockKey(teamId);
   return db.transaction().execute(async (trx) => {
     // Timeouts for this transaction only (set_config's third argument), in the lock's round trip.
     const ms = (v: number | undefined) => (v === undefined ? null : `${Math.ceil(v)}ms`);
     const { rows: lock } = opts.lockTimeoutMs !== undefined || opts.statementTimeoutMs !== undefined
-      ? await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok,
-                                          set_config('lock_timeout', coalesce(${ms(opts.lockTimeoutMs)}::text, current_setting('lock_timeout')), true),
-                                          set_config('statement_timeout', coalesce(${ms(opts.statementTimeoutMs)}::text, current_setting('statement_timeout')), true)`.execute(trx)
+      ? await sql<{ ok: boolean }>`${sql.raw(PREPARED)}
+          SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok,
+                 set_config('lock_timeout', coalesce(${ms(opts.lockTimeoutMs)}::text, current_setting('lock_timeout')), true) AS lock_timeout,
+                 set_config('statement_timeout', coalesce(${ms(opts.statementTimeoutMs)}::text, current_setting('statement_timeout')), true) AS statement_timeout`.execute(trx)
       : await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok`.execute(trx);
     if (!lock[0]!.ok) return 'busy' as const;
     // The name list is spelled out (TRIGGER_NAMES_SQL): the partial index events_undecided_idx matches it.

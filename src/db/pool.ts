@@ -43,6 +43,11 @@ export function createPool(connectionString: string, max = 20, opts: PoolOptions
   if (pageCost !== null && !(Number.isFinite(pageCost) && pageCost > 0)) throw new RangeError(`createPool: randomPageCost must be a positive number, got ${pageCost}`);
   const config: pg.PoolConfig & { onConnect: (client: pg.PoolClient) => Promise<void> } = {
     connectionString, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 5_000,
+    // TCP keep-alive, first probe after 30 s idle: a connection whose server or network
+    // went away without a word (a failover, a dropped NAT entry) errors once the
+    // system's probes go unanswered (Linux: 9 probes 75 s apart) instead of never.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 30_000,
     // pg-pool awaits this before it hands the new client out. A SET rather than a
     // startup parameter: connection poolers such as PgBouncer refuse unknown ones.
     // A refused SET leaves the session as it was rather than failing the connect.

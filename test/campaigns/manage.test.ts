@@ -282,7 +282,7 @@ describe('template and campaign updates, campaign delete', () => {
 
   /** Decides the waiting trigger events, as the decider loop would: decisions made and messages queued, none sent. */
   async function drainDecisionsOnly(): Promise<void> {
-    const { decideAllWaiting } = await import('../../src/campaigns/decider.ts');
+    const { decideAllWaiting } = await import('../engine/fixtures.ts');
     const { decideOptions } = await import('../../src/tasks.ts');
     await decideAllWaiting(t.database.db, decideOptions({ db: t.database.db, config: testConfig({ sendRetryDelays: [0, 0] }) }));
   }

@@ -5,8 +5,8 @@ import type { MailDnsResolver } from '../../src/verification/check.ts';
 import { Logger, runOnce } from 'graphile-worker';
 import { sql } from 'kysely';
 import type { Config } from '../../src/config.ts';
-import type { Clock } from '../../src/campaigns/engine.ts';
-import { decideAllWaiting } from '../../src/campaigns/decider.ts';
+import type { DeciderDeps } from '../../src/campaigns/decider.ts';
+import { decideBatch, waitingTeams, type Clock } from '../../src/campaigns/engine.ts';
 import { buildTaskList, decideOptions } from '../../src/tasks.ts';
 import { makeTeam, testConfig, type TestApp } from '../helpers.ts';
 
@@ -77,6 +77,32 @@ export const drainFailures: string[] = [];
 const quiet = new Logger(() => (level, message) => {
   if (level === 'error') drainFailures.push(message);
 });
+
+const OWN_NONE: ReadonlySet<string> = new Set();
+
+/**
+ * Decides every waiting trigger event now, as the decider loop
+ * (campaigns/decider.ts) would, until nothing is waiting. Throws when events
+ * stay busy (another decider) or held by other transactions for 10 s, and when
+ * a batch waits 10 s for a lock.
+ */
+export async function decideAllWaiting(db: TestApp['database']['db'], decide: DeciderDeps['decide'], clock: Clock = () => new Date()): Promise<void> {
+  const opts = { ...decide, lockTimeoutMs: 10_000 };
+  let progressAt = Date.now();
+  for (;;) {
+    const teams = await waitingTeams(db, null, 10_000);
+    if (teams.length === 0) return;
+    let worked = false;
+    for (const team of teams) {
+      while ((await decideBatch(db, team, clock, OWN_NONE, opts)) === 'decided') worked = true;
+    }
+    if (worked) progressAt = Date.now();
+    else {
+      if (Date.now() - progressAt > 10_000) throw new Error('decideAllWaiting: waiting events stayed busy or held by other transactions for 10 s');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+}
 
 /**
  * Runs the worker until no job is due (jobs a job adds with no delay included)

@@ -10,7 +10,9 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { CampaignDecider } from '../../src/campaigns/decider.ts';
-import { decideLockKey } from '../../src/campaigns/engine.ts';
+import { decideBatch, decideLockKey } from '../../src/campaigns/engine.ts';
+import { createDb, createPool } from '../../src/db/pool.ts';
+import { sql } from 'kysely';
 import { closeTransports } from '../../src/mail/send.ts';
 import { decideOptions } from '../../src/tasks.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
@@ -84,7 +86,7 @@ describe('decider loop: rows held by other transactions', () => {
     const free = await campaignTeam();
     errors.length = 0;
     const holder = await t.database.pool.connect();
-    const d = decider(3_000);
+    const d = decider(8_000);
     try {
       await holder.query('BEGIN');
       // A session that holds the team's mail account (the decider locks it to count the day's sends).
@@ -93,11 +95,12 @@ describe('decider loop: rows held by other transactions', () => {
       d.start();
       await until('a batch waiting for the lock', async () =>
         (await t.database.pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rowCount! > 0, 5_000);
-      const waitingSince = Date.now();
       // While that batch waits, the other lane goes on: another team's new event is decided.
       assert.equal((await free.a.post('/email/contacts/upsert', { email: 'free@example.com' })).statusCode, 200);
-      await until("the other team's event to be decided", async () => (await decided(free)) === 1, 5_000);
-      assert.ok(Date.now() - waitingSince < 2_500, `decided ${Date.now() - waitingSince} ms into the stuck batch's wait: before it gave up`);
+      await until("the other team's event to be decided", async () => (await decided(free)) === 1, 7_000);
+      assert.deepEqual(errors.filter((e) => e.team_id === stuck.teamId), [], 'decided while the stuck batch still waited, not after it gave up');
+      assert.ok((await t.database.pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rowCount! > 0,
+        'the stuck batch still waits');
       assert.equal(await decided(stuck), 0);
       await until('the stuck batch to give up', async () => errors.some((e) => e.team_id === stuck.teamId), 10_000);
       assert.match(errors.find((e) => e.team_id === stuck.teamId)!.msg, /deciding a batch failed; the team's events are retried in 1000 ms/);
@@ -132,14 +135,41 @@ describe('decider loop: rows held by other transactions', () => {
       await other.query('SELECT pg_advisory_lock($1::bigint)', [String(decideLockKey(stuck.teamId))]);
       await sleep(1_500);
       assert.equal(failures().length, 1);
-      await other.query('SELECT pg_advisory_unlock($1::bigint)', [String(decideLockKey(stuck.teamId))]);
+      await other.query('SELECT pg_advisory_unlock_all()');
       await until('the second failure', async () => failures().length === 2, 10_000);
       assert.match(failures()[1]!.msg, /retried in 2000 ms/, 'busy did not reset the failure count');
     } finally {
       await holder.query('ROLLBACK').catch(() => {});
       holder.release();
+      await other.query('SELECT pg_advisory_unlock_all()').catch(() => {});
       other.release();
       await d.stop();
+    }
+  });
+
+  test("the loop's timeouts hold for its batch's transaction only", async () => {
+    const s = await campaignTeam();
+    assert.equal((await s.a.post('/email/contacts/upsert', { email: 'timeouts@example.com' })).statusCode, 200);
+    // One connection, so the statement after the batch runs on the batch's session.
+    const pool = createPool(t.database.url, 1);
+    const db = createDb(pool);
+    try {
+      const seen: string[] = [];
+      const base = decideOptions({ db, config: testConfig() });
+      const outcome = await decideBatch(db, s.teamId, () => new Date(), new Set(), {
+        ...base, lockTimeoutMs: 1_234, statementTimeoutMs: 5_678,
+        processTaken: async (trx, ids) => {
+          const { rows } = await sql<{ l: string; s: string }>`SELECT current_setting('lock_timeout') AS l, current_setting('statement_timeout') AS s`.execute(trx);
+          seen.push(rows[0]!.l, rows[0]!.s);
+          await base.processTaken(trx, ids);
+        },
+      });
+      assert.equal(outcome, 'decided');
+      assert.deepEqual(seen, ['1234ms', '5678ms']);
+      const { rows } = await sql<{ l: string; s: string }>`SELECT current_setting('lock_timeout') AS l, current_setting('statement_timeout') AS s`.execute(db);
+      assert.deepEqual([rows[0]!.l, rows[0]!.s], ['0', '0'], 'back to the session default after the commit');
+    } finally {
+      await db.destroy();
     }
   });
 });
