@@ -118,3 +118,17 @@ export async function listeningCampaign(db: Db, teamId: string, events: string[]
   await sql`INSERT INTO campaigns (team_id, name, draft_data, trigger_events, deleted_at)
             VALUES (${teamId}::uuid, 'listener', '{}'::jsonb, ${events}::text[], ${deleted ? sql`now()` : null})`.execute(db);
 }
+
+/**
+ * Polls `fn` every `everyMs` until it gives a truthy value (returned), or
+ * throws "timed out waiting for <what>" after `timeoutMs`.
+ */
+export async function until<T>(what: string, fn: () => Promise<T | undefined | false | null>, timeoutMs = 15_000, everyMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

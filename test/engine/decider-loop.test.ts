@@ -5,7 +5,6 @@
 // loose scan of events_undecided_idx.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import pino from 'pino';
 import { startWorker, type WorkerHandle } from '../../src/background.ts';
@@ -13,7 +12,7 @@ import { CampaignDecider } from '../../src/campaigns/decider.ts';
 import { waitingTeams } from '../../src/campaigns/engine.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { decideOptions } from '../../src/tasks.ts';
-import { buildTestApp, listeningCampaign, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { buildTestApp, listeningCampaign, makeTeam, testConfig, type TestApp, until } from '../helpers.ts';
 import { indexesOf, planNodes } from '../lib/plans.ts';
 import { captured } from '../lib/statements.ts';
 import { createCampaign, setup } from './fixtures.ts';
@@ -34,13 +33,6 @@ describe('campaign decider loop', () => {
     await t.close();
   });
   const q = async (text: string, values: unknown[] = []) => (await t.database.pool.query(text, values)).rows;
-  async function until(what: string, fn: () => Promise<boolean>, ms: number): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!(await fn())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(20);
-    }
-  }
 
   test('a running worker decides a listened-to trigger with no job, fans it out and marks it processed; the e-mail goes out', { timeout: 60_000 }, async () => {
     const s = await setup(t, sink.port);

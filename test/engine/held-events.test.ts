@@ -15,7 +15,7 @@ import { createDb, createPool } from '../../src/db/pool.ts';
 import { sql } from 'kysely';
 import { closeTransports } from '../../src/mail/send.ts';
 import { decideOptions } from '../../src/tasks.ts';
-import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
+import { buildTestApp, testConfig, type TestApp, until } from '../helpers.ts';
 import { createCampaign, drain, sendLog, setup, type Setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
 
@@ -39,14 +39,6 @@ describe('decider loop: rows held by other transactions', () => {
   }
   const decided = async (s: Setup) =>
     Number((await t.database.pool.query('SELECT count(*) AS n FROM events WHERE team_id = $1 AND decided_at IS NOT NULL AND processed_at IS NOT NULL', [s.teamId])).rows[0].n);
-  async function until(what: string, fn: () => Promise<boolean>, ms: number): Promise<number> {
-    const started = Date.now();
-    while (!(await fn())) {
-      if (Date.now() - started > ms) throw new Error(`timed out waiting for ${what}`);
-      await sleep(20);
-    }
-    return Date.now() - started;
-  }
   async function campaignTeam(): Promise<Setup> {
     const s = await setup(t, sink.port);
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });

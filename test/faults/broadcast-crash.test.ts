@@ -7,26 +7,15 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { closeTransports } from '../../src/mail/send.ts';
 import { api, insertAccount, createTemplate } from '../engine/fixtures.ts';
-import { buildTestApp, makeTeam, type TestApp } from '../helpers.ts';
+import { buildTestApp, makeTeam, type TestApp, until } from '../helpers.ts';
 import { startFaultSmtp, type FaultSmtp } from './smtp.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 const CONTACTS = Number(process.env.BROADCAST_CRASH_CONTACTS ?? 2000);
 /** Waits scale with the size: about 40 e-mails/s on a loaded 2-core machine. */
 const WAIT_MS = Math.max(120_000, CONTACTS * 60);
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 describe('broadcast crash', () => {
   let t: TestApp;

@@ -17,21 +17,11 @@ import pino from 'pino';
 import { startWorker, type WorkerHandle } from '../../src/background.ts';
 import { closeTransports } from '../../src/mail/send.ts';
 import { api, createCampaign, insertAccount, createTemplate } from '../engine/fixtures.ts';
-import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { buildTestApp, makeTeam, testConfig, type TestApp, until } from '../helpers.ts';
 import { startReceiver, type Receiver } from '../webhooks/receiver.ts';
 import { startFaultSmtp } from './smtp.ts';
 
 const root = join(import.meta.dirname, '..', '..');
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 describe('worker faults', () => {
   let t: TestApp;

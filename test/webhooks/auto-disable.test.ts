@@ -3,14 +3,13 @@
 // with its clock moved forward instead of waiting days.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { runOnce } from 'graphile-worker';
 import pino from 'pino';
 import { buildTaskList } from '../../src/tasks.ts';
 import { disableFailingWebhooks } from '../../src/webhooks/auto-disable.ts';
 import { samplePayload, WEBHOOK_EVENTS } from '../../src/webhooks/catalog.ts';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.ts';
-import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
+import { buildTestApp, testConfig, type TestApp, until } from '../helpers.ts';
 import { signedIn } from '../dashboard/session.ts';
 import { startReceiver, type Receiver } from './receiver.ts';
 
@@ -46,13 +45,6 @@ describe('webhook auto-disable', () => {
     t.app.inject({ method: method as 'GET', url: `/public/v1${url}`, headers: { 'x-api-key': key }, payload: payload as object });
   const processEvents = () => runOnce({ pgPool: t.database.pool, taskList: buildTaskList({ db: t.database.db, config }) });
   const hook = async (id: string) => (await t.database.pool.query('SELECT * FROM webhooks WHERE id = $1', [id])).rows[0];
-  async function until(what: string, check: () => Promise<boolean>, ms = 15_000) {
-    const end = Date.now() + ms;
-    while (!(await check())) {
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await sleep(50);
-    }
-  }
 
   test('webhook.disabled is in the catalog with a sample of its payload', () => {
     assert.ok((WEBHOOK_EVENTS as readonly string[]).includes('webhook.disabled'));

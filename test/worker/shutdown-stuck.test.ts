@@ -4,11 +4,10 @@
 // WORKER_DEAD_AFTER_S the runner is abandoned and replaced, and new jobs run.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { startWorker, type WorkerHandle } from '../../src/background.ts';
 import { closeTransports } from '../../src/mail/send.ts';
-import { buildTestApp, makeTeam, testConfig, type TestApp } from '../helpers.ts';
+import { buildTestApp, makeTeam, testConfig, type TestApp, until } from '../helpers.ts';
 import { setup } from '../engine/fixtures.ts';
 import { startCaptureSink, type CaptureSink } from '../engine/sink.ts';
 
@@ -26,14 +25,6 @@ describe('job runner: a shutdown stuck on a job', () => {
     await sink.close();
     await t.close();
   });
-
-  async function until(what: string, fn: () => Promise<boolean>, ms: number): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!(await fn())) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-      await sleep(100);
-    }
-  }
 
   test('is abandoned and replaced; new jobs run while the stuck one still waits', { timeout: 90_000 }, async () => {
     const { pool } = t.database;
