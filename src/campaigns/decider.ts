@@ -16,9 +16,9 @@
 // Fairness: each pass takes one batch of each waiting team, at most
 // TEAMS_AT_ONCE teams at once, in team id order, so a team with a million
 // waiting events delays another team's events by one batch per pass, not by
-// its backlog. Several worker processes
-// run the loop side by side: a team's batches are serialised by the team's
-// advisory lock (a process that finds it taken moves on).
+// its backlog. Several worker processes run the loop side by side: a team's
+// batches are serialised by the team's advisory lock (a process that finds it
+// taken moves on).
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/pool.ts';
 import { decideBatch, waitingTeams, type Clock, type DecideOpts } from './engine.ts';
