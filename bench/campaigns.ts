@@ -305,7 +305,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   loopDelay.stop();
   await stop();
   // Split at the decision (the engine's clock when it decided): commit → decided is
-  // the process_events side, decided → arrival the send_email side. That one is
+  // the decider loop's side, decided → arrival the send_email side. That one is
   // split again at the claim (the database's clock, same machine): decided →
   // claimed is the job's wait, its loading and rendering and the wait for one of
   // the account's SMTP connections; claimed → sink the claim's commit and SMTP.

@@ -6,8 +6,7 @@ import type { Transaction } from 'kysely';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
 import type { Database } from './db/schema.ts';
-import { campaignTriggerHandler, type Clock } from './campaigns/engine.ts';
-import type { DeciderDeps } from './campaigns/decider.ts';
+import type { Clock, DecideOpts } from './campaigns/engine.ts';
 import { processEventsTask } from './events/process.ts';
 import type { JobName } from './lib/jobs.ts';
 import { pausedBacklogTask } from './webhooks/backlog.ts';
@@ -31,23 +30,20 @@ export type TaskDeps = { db: Db; config: Config; now?: Clock; mailDns?: MailDnsR
 /**
  * What every event goes through besides the campaign decision, in order; given
  * the executor so the same list runs on the pool (process_events) or inside the
- * engine's deciding transaction (events of other jobs it took into its batch).
+ * decider loop's transaction (the trigger events it decides, which have no job).
  */
 const afterDecision: ((db: Db | Transaction<Database>, events: { id: string }[]) => Promise<unknown>)[] = [
   (db, events) => enqueueDeliveries(db, events),
 ];
 
 /**
- * What a campaign decider does besides deciding (engine.ts, decideBatch): the
- * rest of the processing of the events it decides for others (the
- * process_events jobs of other events, or the decider loop, which owns none),
- * in its transaction.
+ * What the campaign decider loop does besides deciding (engine.ts,
+ * decideBatch): the rest of the processing of the events it decides, in its
+ * transaction, as process_events does for the others.
  */
-export function decideOptions(deps: TaskDeps): DeciderDeps['decide'] {
+export function decideOptions(deps: TaskDeps): DecideOpts {
   return {
     appSecret: deps.config.appSecret,
-    // Events decided with another job's batch get every other handler in that
-    // transaction; the engine marks them processed there, as process_events would have.
     processTaken: async (trx, ids) => {
       const events = ids.map((id) => ({ id }));
       for (const handle of afterDecision) await handle(trx, events);
@@ -57,8 +53,7 @@ export function decideOptions(deps: TaskDeps): DeciderDeps['decide'] {
 
 /** Every job of lib/jobs.ts has its handler here, typed by its payload (a missing one fails to compile). */
 export function buildTaskList(deps: TaskDeps): { [N in JobName]: Task<N> } {
-  const campaignTriggers = campaignTriggerHandler(deps.db, deps.now, decideOptions(deps));
-  const eventHandlers = [campaignTriggers, ...afterDecision.map((handle) => async (events: { id: string }[]) => void (await handle(deps.db, events)))];
+  const eventHandlers = afterDecision.map((handle) => async (events: { id: string }[]) => void (await handle(deps.db, events)));
   return {
     process_events: processEventsTask(deps.db, eventHandlers),
     send_email: sendEmailTask(deps),

@@ -112,7 +112,8 @@ export async function makeTeam(db: Db, name = 'Test team'): Promise<{ teamId: st
 /**
  * A campaign row of the team triggered by `events` and nothing more (no send,
  * so it never sends): the team then has a listener for those events, and
- * emit() gives them a process_events job instead of recording them decided.
+ * emit() leaves them undecided for the decider loop instead of recording them
+ * decided.
  */
 export async function listeningCampaign(db: Db, teamId: string, events: string[] = ['contact.saved'], deleted = false): Promise<void> {
   await sql`INSERT INTO campaigns (team_id, name, draft_data, trigger_events, deleted_at)

@@ -46,8 +46,8 @@ const MAX_LOOP_BACKOFF_MS = 30_000;
 export type DeciderDeps = {
   db: Db;
   clock?: Clock;
-  /** What deciding does besides deciding; processTaken is required: the loop's events have no job to process them. */
-  decide: DecideOpts & Required<Pick<DecideOpts, 'processTaken'>>;
+  /** What deciding does besides deciding (tasks.ts, decideOptions). */
+  decide: DecideOpts;
   log: Logger;
   pollMs?: number;
   lockTimeoutMs?: number;
@@ -127,7 +127,7 @@ export class CampaignDecider {
       if (team === undefined) return; // stopped
       this.deciding.add(team);
       try {
-        const outcome = await decideBatch(this.db, team, this.clock, NONE, this.opts);
+        const outcome = await decideBatch(this.db, team, this.clock, this.opts);
         // Only a batch that went through clears a failing team: 'busy' (another
         // process's lane has the team, maybe stuck the same way) says nothing.
         if (outcome === 'decided') {
@@ -204,4 +204,3 @@ export class CampaignDecider {
   }
 }
 
-const NONE: ReadonlySet<string> = new Set();

@@ -15,7 +15,6 @@ import { PREPARED, type Db } from '../db/pool.ts';
 import { idsRecordset, recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import type { SkipReason } from '../db/schema-engine.ts';
-import type { EventRow } from '../events/process.ts';
 import { TRIGGER_EVENT_NAMES, TRIGGER_NAMES_SQL } from '../events/triggers.ts';
 import { dailyCap, SEND_BATCH, SEND_PRIORITY } from '../mail/send.ts';
 import { addJobs } from '../lib/jobs.ts';
@@ -319,43 +318,18 @@ export async function decide(trx: Tx, all: Candidate[], now: Date, appSecret?: s
 const DECIDE_BATCH = 500;
 
 /**
- * How long a decider keeps looking at waiting events that another transaction
- * holds before it gives up with an error (its job is retried with backoff).
- * Their holder's statements are short; a holder that never lets go (a session
- * stuck in its transaction) must not keep a worker slot spinning for ever.
- */
-const HELD_EVENTS_WAIT_MS = 10_000;
-
-/**
- * Whether a team has trigger events still to decide (held by another
- * transaction, or committed since the last batch was taken).
- *
- * Written as the first row in the order of events_undecided_idx, not as
- * EXISTS: PostgreSQL drops an ORDER BY inside EXISTS and costs it as a scan
- * that stops at the first match. With statistics taken while a burst of events
- * was still undecided (ANALYZE after an import, before the decider caught up)
- * it expected nearly every row to match and read the whole events table by a
- * sequential scan, finding none: 8.8 ms for 42,000 events in `npm run bench --
- * campaigns`' latency run, and in proportion on a table of millions. Ordered by
- * the index's keys, the plan walks the partial index, which holds only the
- * undecided rows (test/db/batch-plans.test.ts).
- */
-export async function eventsWaiting(db: Db | Tx, teamId: string): Promise<boolean> {
-  const { rows } = await sql<{ one: number }>`
-    SELECT 1 AS one FROM events
-     WHERE team_id = ${teamId} AND decided_at IS NULL AND contact_id IS NOT NULL
-       AND name IN ${TRIGGER_NAMES_SQL}
-     ORDER BY occurred_at, id
-     LIMIT 1`.execute(db);
-  return rows.length > 0;
-}
-
-/**
  * Teams with trigger events waiting for decisions, in team id order after
  * `after` (null: from the first), at most `limit`: the decider loop's work list
  * (decider.ts). A loose scan of events_undecided_idx (one index descent per team
  * found, however many events each has waiting), so an idle poll costs one
  * descent into an empty index. Events held by another transaction count.
+ *
+ * Ordered by all of the index's keys, not by team_id alone: with statistics
+ * taken while a burst of events was undecided (an ANALYZE before the loop
+ * caught up) the planner took most events for undecided, and walked another
+ * index that starts with team_id (the idempotency key's) filtering each row,
+ * which reads every event of the teams after `after`. Only the partial index
+ * gives this order without a sort (test/db/batch-plans.test.ts).
  */
 export async function waitingTeams(db: Db, after: string | null, limit: number): Promise<string[]> {
   const { rows } = await sql<{ team_id: string }>`${sql.raw(PREPARED)}
@@ -363,79 +337,30 @@ export async function waitingTeams(db: Db, after: string | null, limit: number):
       (SELECT team_id FROM events
         WHERE team_id > ${after ?? '00000000-0000-0000-0000-000000000000'}::uuid
           AND decided_at IS NULL AND contact_id IS NOT NULL AND name IN ${TRIGGER_NAMES_SQL}
-        ORDER BY team_id LIMIT 1)
+        ORDER BY team_id, occurred_at, id LIMIT 1)
       UNION ALL
       SELECT (SELECT e.team_id FROM events e
                WHERE e.team_id > t.team_id
                  AND e.decided_at IS NULL AND e.contact_id IS NOT NULL AND e.name IN ${TRIGGER_NAMES_SQL}
-               ORDER BY e.team_id LIMIT 1)
+               ORDER BY e.team_id, e.occurred_at, e.id LIMIT 1)
         FROM t WHERE t.team_id IS NOT NULL
     )
     SELECT team_id FROM t WHERE team_id IS NOT NULL LIMIT ${limit}::int`.execute(db);
   return rows.map((r) => r.team_id);
 }
 
-/**
- * The process_events handler. A team's waiting trigger events (decided_at IS
- * NULL) are decided by one job at a time, in batches, each in one transaction
- * holding a per-team advisory lock taken with pg_try_advisory_xact_lock. A job
- * that finds another at work returns at once instead of waiting (a waiting job
- * would hold a worker slot that sends need): the one at work checks for waiting
- * events again after each commit, and an event committed before this job tried
- * the lock is visible to that check, so nothing is left behind. The decider
- * stops when a check after its commit finds nothing waiting. A decider that
- * fails rolls back and its job is retried, which decides what is still waiting.
- */
-export function campaignTriggerHandler(
-  db: Db,
-  clock: Clock = () => new Date(),
-  opts: {
-    /**
-     * Runs in the deciding transaction for events of other jobs decided there:
-     * the rest of their processing (tasks.ts: webhook fan-out). The decider then
-     * marks them processed (processed_at) in the statement that marks the batch
-     * decided, so their own jobs find them processed and do nothing. Without
-     * it, those jobs still fan out and mark them (three statements and a commit each).
-     */
-    processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>;
-    /** Matches erased addresses on the suppression list (see decide). */
-    appSecret?: string;
-  } = {},
-) {
-  return async (events: EventRow[]): Promise<void> => {
-    // Already decided (committed before this job read its events): nothing to do.
-    const pending = events.filter((e) => e.contact_id && TRIGGER_EVENT_NAMES.has(e.name) && !e.decided_at);
-    const own = new Set(events.map((e) => e.id));
-    for (const teamId of new Set(pending.map((e) => e.team_id))) await decideWaiting(db, teamId, clock, own, opts);
-  };
-}
-
 export type DecideOpts = {
-  processTaken?: (trx: Tx, eventIds: string[]) => Promise<void>;
+  /**
+   * The rest of the processing of the events a batch decides (tasks.ts: the
+   * webhook fan-out), in its transaction: they have no process_events job.
+   */
+  processTaken: (trx: Tx, eventIds: string[]) => Promise<void>;
+  /** Matches erased addresses on the suppression list (see decide). */
   appSecret?: string;
   /** The batch's transaction gives up waiting for a lock, and any statement of it, after these (an error: the caller retries later). */
   lockTimeoutMs?: number;
   statementTimeoutMs?: number;
 };
-
-async function decideWaiting(db: Db, teamId: string, clock: Clock, own: Set<string>, opts: DecideOpts): Promise<void> {
-  let heldSince: number | null = null;
-  for (;;) {
-    const outcome = await decideBatch(db, teamId, clock, own, opts);
-    if (outcome === 'busy') return;
-    if (outcome === 'none') {
-      // Checked after the commit that released the lock: events whose jobs found it taken.
-      if (!(await eventsWaiting(db, teamId))) return;
-      heldSince ??= Date.now();
-      if (Date.now() - heldSince > HELD_EVENTS_WAIT_MS) {
-        throw new Error(`events of team ${teamId} are waiting but held by another transaction for over ${HELD_EVENTS_WAIT_MS} ms; retried later`);
-      }
-      await new Promise((r) => setTimeout(r, 5)); // skipped rows: their holder's statement is short
-    } else {
-      heldSince = null;
-    }
-  }
-}
 
 /** The advisory lock key a team's deciders take (pg_try_advisory_xact_lock). */
 export function decideLockKey(teamId: string): bigint {
@@ -446,12 +371,11 @@ export function decideLockKey(teamId: string): bigint {
  * One batch of a team's waiting trigger events, decided in one transaction
  * under the team's advisory lock: 'busy' when another decider holds it, 'none'
  * when no waiting event could be taken (none, or all held by other
- * transactions), 'decided' otherwise. Events not in `own` (not their caller's
- * own job's) get the rest of their processing (`processTaken`) in the same
- * transaction and are marked processed; the decider loop (decider.ts) owns
- * none, so every event it decides is processed there.
+ * transactions), 'decided' otherwise. The batch's events get the rest of their
+ * processing (`processTaken`) in the same transaction and are marked decided
+ * and processed. The caller is the decider loop (decider.ts).
  */
-export async function decideBatch(db: Db, teamId: string, clock: Clock, own: ReadonlySet<string>, opts: DecideOpts): Promise<'busy' | 'none' | 'decided'> {
+export async function decideBatch(db: Db, teamId: string, clock: Clock, opts: DecideOpts): Promise<'busy' | 'none' | 'decided'> {
   const key = decideLockKey(teamId);
   return db.transaction().execute(async (trx) => {
     // Timeouts for this transaction only (set_config's third argument), in the lock's round trip.
@@ -464,13 +388,13 @@ export async function decideBatch(db: Db, teamId: string, clock: Clock, own: Rea
       : await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok`.execute(trx);
     if (!lock[0]!.ok) return 'busy' as const;
     // The name list is spelled out (TRIGGER_NAMES_SQL): the partial index events_undecided_idx matches it.
-    // Locked now, and rows another statement holds (a job marking its events
-    // processed) are skipped, not waited for: two multi-row updates of events
-    // in different orders would deadlock. The check after commit finds them.
-    // FOR NO KEY UPDATE, the lock the update below takes anyway: FOR UPDATE
-    // would also block the foreign-key checks (FOR KEY SHARE) of rows that
-    // reference these events, so an event's own job, its campaign decision
-    // left to this batch, would wait in its webhook fan-out for this commit.
+    // Locked now, and rows another statement holds (a process_events job of an
+    // earlier version marking its events processed) are skipped, not waited
+    // for: two multi-row updates of events in different orders would deadlock;
+    // a later pass of the loop takes them. FOR NO KEY UPDATE, the lock the
+    // update below takes anyway: FOR UPDATE would also block the foreign-key
+    // checks (FOR KEY SHARE) of rows that reference these events (a delivery
+    // or a message being inserted for one).
     // Prepared, its limit a literal: planned once per connection (unnamed, it
     // was planned at every batch, 124 µs a call in `bench campaigns`' latency
     // run); the generic plan walks the same partial index by team.
@@ -484,16 +408,14 @@ export async function decideBatch(db: Db, teamId: string, clock: Clock, own: Rea
     if (rows.length === 0) return 'none' as const;
     const batch = rows.map((r) => r.id);
     await decide(trx, await loadEventCandidates(trx, batch), clock(), opts.appSecret);
-    // Events of other jobs get the rest of their processing here (processTaken),
-    // and are marked processed in the same update that marks the batch decided:
-    // each update of an event row rewrites its eight index entries (decided_at
-    // is in a partial index's predicate), so one update rather than two.
-    const taken = opts.processTaken ? batch.filter((id) => !own.has(id)) : [];
-    if (taken.length > 0) await opts.processTaken!(trx, taken);
+    await opts.processTaken(trx, batch);
+    // Marked decided and processed in one update: each update of an event row
+    // rewrites its eight index entries (decided_at is in a partial index's
+    // predicate), so one update rather than two. coalesce: a process_events job
+    // written by an earlier version may have marked one processed already.
     // Prepared, the batch a sized recordset (planned at every batch before: 17 µs per event in the latency run).
     await sql`${sql.raw(PREPARED)}
-      UPDATE events SET decided_at = now(),
-             processed_at = CASE WHEN id = ANY (${taken}::uuid[]) THEN coalesce(processed_at, now()) ELSE processed_at END
+      UPDATE events SET decided_at = now(), processed_at = coalesce(processed_at, now())
        WHERE id IN (SELECT x.id FROM ${idsRecordset(batch)} AS x)`.execute(trx);
     return 'decided' as const;
   });

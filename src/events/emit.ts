@@ -1,7 +1,8 @@
 // The events bus. emit(tx, events) records business events and enqueues their
 // processing in the caller's transaction, so a rolled-back change emits nothing and a
-// committed one is never lost (the job commits with it). Handlers (webhook
-// fan-out, campaign triggers) run in the `process_events` task.
+// committed one is never lost (the job commits with it). The webhook fan-out runs
+// in the `process_events` task; a trigger a campaign listens to has no job: the
+// decider loop (campaigns/decider.ts) finds it, decides it and fans it out.
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.ts';
 import { addJobs } from '../lib/jobs.ts';

@@ -34,9 +34,9 @@ type Tx = Transaction<Database>;
 
 /**
  * graphile-worker priority of send_email jobs (lower runs first; default 0):
- * e-mails already decided go out before more events are decided, so a backlog
- * of process_events jobs does not hold decided sends back (bench/campaigns.ts,
- * latency at a steady 200 events/s).
+ * e-mails already decided go out before other jobs, so a backlog of
+ * process_events jobs (webhook fan-out) does not hold decided sends back
+ * (bench/campaigns.ts, latency at a steady 200 events/s).
  */
 export const SEND_PRIORITY = JOB_PRIORITY.eventTriggered;
 /** Transactional sends run before campaign sends: a campaign never holds a password reset back. */

@@ -105,9 +105,9 @@ export async function enqueueDeliveries(db: Db | Transaction<Database>, events: 
       FROM ev JOIN webhooks w ON w.team_id = ev.team_id AND ev.hook_event = ANY (w.events)
       -- webhook.disabled goes to the team's other endpoints, not to the failing one.
       WHERE w.id IS DISTINCT FROM ev.about_webhook
-      -- In key order: a campaign decider fans out the events it took from other
-      -- jobs (campaigns/engine.ts) while those jobs may fan out the same events;
-      -- two inserts of the same pairs wait for each other in one order, never in a cycle.
+      -- In key order: two fan-outs of the same events (a retried job, or a job
+      -- beside the decider loop's batch) wait for each other in one order, never
+      -- in a cycle.
       ORDER BY ev.event_id, w.id
       ON CONFLICT (event_id, webhook_id) DO NOTHING
       RETURNING webhook_id, next_attempt_at

@@ -13,9 +13,9 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { createDb, createPool, type Db } from '../../src/db/pool.ts';
 import { processEventsTask } from '../../src/events/process.ts';
-import { campaignTriggerHandler, loadEventCandidates } from '../../src/campaigns/engine.ts';
+import { decideBatch, loadEventCandidates, waitingTeams } from '../../src/campaigns/engine.ts';
+import { decideOptions } from '../../src/tasks.ts';
 import { emit } from '../../src/events/emit.ts';
-import type { EventRow } from '../../src/events/process.ts';
 import { claimDueDeliveries, enqueueDeliveries, recordAttempts } from '../../src/webhooks/deliveries.ts';
 import { createWebhook, webhookSecretBox } from '../../src/webhooks/queries.ts';
 import { recordHit, type HitInput } from '../../src/mail/tracking.ts';
@@ -145,11 +145,12 @@ test('the decider\'s waiting-events batch and emit()\'s insert run on generic pl
   await listeningCampaign(database.db, teamId); // or the events are recorded decided, with nothing for the decider
   const { rows: contacts } = await sql<{ id: string }>`
     INSERT INTO contacts (team_id, email) SELECT ${teamId}::uuid, 'w' || i || '@example.com' FROM generate_series(1, 12) AS i RETURNING id`.execute(database.db);
-  const handler = campaignTriggerHandler(one.db);
+  const opts = decideOptions({ db: one.db, config: testConfig() });
   for (const c of contacts) {
-    const [id] = await one.db.transaction().execute((tx) => emit(tx, [{ teamId, name: 'contact.saved', contactId: c.id, payload: {} }]));
-    const { rows } = await sql<EventRow>`SELECT * FROM events WHERE id = ${id}::uuid`.execute(one.db);
-    await handler(rows);
+    await one.db.transaction().execute((tx) => emit(tx, [{ teamId, name: 'contact.saved', contactId: c.id, payload: {} }]));
+    // As the decider loop does: a batch that takes the event, then one that finds none left.
+    assert.equal(await decideBatch(one.db, teamId, () => new Date(), opts), 'decided');
+    assert.equal(await decideBatch(one.db, teamId, () => new Date(), opts), 'none');
   }
   const { rows: left } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM events WHERE team_id = ${teamId}::uuid AND decided_at IS NULL`.execute(database.db);
   assert.equal(left[0]!.n, 0, 'every event decided');
@@ -211,11 +212,10 @@ test('the decider\'s account count, send history and inserts run on generic plan
     const campaign = await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
     const { rows: contacts } = await sql<{ id: string }>`
       INSERT INTO contacts (team_id, email) SELECT ${s.teamId}::uuid, 'h' || i || '@example.com' FROM generate_series(1, 12) AS i RETURNING id`.execute(database.db);
-    const handler = campaignTriggerHandler(one.db);
+    const opts = decideOptions({ db: one.db, config: testConfig() });
     for (const c of contacts) {
-      const [id] = await one.db.transaction().execute((tx) => emit(tx, [{ teamId: s.teamId, name: 'contact.saved', contactId: c.id, payload: {} }]));
-      const { rows } = await sql<EventRow>`SELECT * FROM events WHERE id = ${id}::uuid`.execute(one.db);
-      await handler(rows);
+      await one.db.transaction().execute((tx) => emit(tx, [{ teamId: s.teamId, name: 'contact.saved', contactId: c.id, payload: {} }]));
+      assert.equal(await decideBatch(one.db, s.teamId, () => new Date(), opts), 'decided');
     }
     const { rows: sends } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM campaign_decisions WHERE team_id = ${s.teamId}::uuid AND decision = 'send'`.execute(database.db);
@@ -468,4 +468,18 @@ test('the webhook claim and results run on generic plans, the results reaching t
   const plan = await genericPlan(names.results!);
   assert.match(plan, /Index Scan using webhook_deliveries_pkey on webhook_deliveries d/, plan);
   assert.doesNotMatch(plan, /Seq Scan on webhook_deliveries/, plan);
+});
+
+// The decider loop's work list (campaigns/engine.ts, waitingTeams) runs every
+// 50 ms in every worker: prepared, so from the sixth call on a connection it runs
+// on its generic plan, which must walk the partial index of undecided events too.
+test('the decider loop\'s work list walks the undecided index on its generic plan', async () => {
+  const { teamId } = await makeTeam(database.db);
+  for (let i = 0; i < 7; i++) await waitingTeams(one.db, i % 2 === 0 ? null : teamId, 100);
+  const { rows: [ps] } = await sql<{ name: string }>`
+    SELECT name FROM pg_prepared_statements WHERE statement LIKE '/* prepared */%WITH RECURSIVE t(team_id)%'`.execute(one.db);
+  assert.ok(ps, 'prepared');
+  const plan = await genericPlan(ps.name);
+  assert.match(plan, /events_undecided_idx/, plan);
+  assert.doesNotMatch(plan, /Seq Scan on events|events_team_id_idempotency_key_key|Sort/, plan);
 });

@@ -1,13 +1,13 @@
-// Batches: a process_events job decides the other waiting events of its team
-// along with its own (events.decided_at), and a send_email job sends, counts
+// Batches: the decider loop's batch decides a team's waiting events together
+// (events.decided_at) and fans them out, and a send_email job sends, counts
 // and announces a batch of sends together.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { campaignTriggerHandler } from '../../src/campaigns/engine.ts';
+import { decideBatch } from '../../src/campaigns/engine.ts';
 import type { EventRow } from '../../src/events/process.ts';
 import { closeTransports } from '../../src/mail/send.ts';
-import { buildTaskList } from '../../src/tasks.ts';
+import { buildTaskList, decideOptions } from '../../src/tasks.ts';
 import { enqueueDeliveries } from '../../src/webhooks/deliveries.ts';
 import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { byJson } from '../lib/order.ts';
@@ -35,11 +35,14 @@ describe('engine batches', () => {
     return res.json().event_id;
   }
   const eventRow = async (id: string) =>
-    (await t.database.db.selectFrom('events').selectAll().where('id', '=', id).executeTakeFirstOrThrow()) as unknown as EventRow;
+    (await t.database.db.selectFrom('events').selectAll().where('id', '=', id).executeTakeFirstOrThrow()) as unknown as EventRow & { decided_at: Date | null; processed_at: Date | null };
   const decisionCount = async (eventId: string) =>
     Number((await sql<{ n: number }>`SELECT count(*)::int AS n FROM campaign_decisions WHERE event_id = ${eventId}`.execute(t.database.db)).rows[0]!.n);
 
-  test("one job decides its team's waiting events; their own jobs then decide nothing; other teams wait for theirs", async () => {
+  const opts = () => decideOptions({ db: t.database.db, config: testConfig() });
+  const now = () => new Date();
+
+  test("one batch decides its team's waiting events and processes them; other teams' events wait for their own", async () => {
     const s = await setup(t, sink.port);
     const other = await setup(t, sink.port);
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
@@ -47,35 +50,31 @@ describe('engine batches', () => {
     const ids = [await trigger(s, 'b1@example.com'), await trigger(s, 'b2@example.com'), await trigger(s, 'b3@example.com')];
     const foreign = await trigger(other, 'b1@example.com');
 
-    const handler = campaignTriggerHandler(t.database.db);
-    await handler([await eventRow(ids[1]!)]);
+    assert.equal(await decideBatch(t.database.db, s.teamId, now, opts()), 'decided');
     for (const id of ids) {
       assert.equal(await decisionCount(id), 1, `event ${id} decided with the batch`);
-      assert.ok((await eventRow(id)).decided_at, 'marked decided');
-      // Without processTaken nobody ran their other handlers: not processed.
-      assert.equal((await eventRow(id) as unknown as { processed_at: Date | null }).processed_at, null, 'not marked processed');
+      const row = await eventRow(id);
+      assert.ok(row.decided_at && row.processed_at, 'marked decided and processed');
     }
-    assert.equal(await decisionCount(foreign), 0, "another team's events are left to their own jobs");
+    assert.equal(await decisionCount(foreign), 0, "another team's events are left to their own batch");
     assert.equal((await eventRow(foreign)).decided_at, null);
 
-    // The other jobs find their events decided: no second decision, no second send.
-    for (const id of ids) await handler([await eventRow(id)]);
+    // Nothing left for the team: no second decision, no second send.
+    assert.equal(await decideBatch(t.database.db, s.teamId, now, opts()), 'none');
     for (const id of ids) assert.equal(await decisionCount(id), 1);
     await drain(t);
     assert.equal((await sendLog(t, s.teamId)).length, 3);
     assert.equal(await decisionCount(foreign), 1);
   });
 
-  test('events taken into a batch get their webhook fan-out and are marked processed in the same transaction', async () => {
+  test('a batch fans its events out and marks them decided and processed in one update; a job of an earlier version then finds nothing to do', async () => {
     const s = await setup(t, sink.port);
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
     const hook = await s.a.post('/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['email.contact.saved'] });
     assert.equal(hook.statusCode, 201, hook.body);
     const ids = [await trigger(s, 'p1@example.com'), await trigger(s, 'p2@example.com'), await trigger(s, 'p3@example.com')];
-    const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
-    const updates = await captured(/UPDATE events SET/, () => task({ event_ids: [ids[0]] }, {}));
-    // The batch is marked decided, and its taken events processed, by one update; the job's own event by its own.
-    assert.equal(updates.length, 2, updates.map((u) => u.text.replace(/\s+/g, ' ').slice(0, 60)).join(' | '));
+    const updates = await captured(/UPDATE events SET/, () => decideBatch(t.database.db, s.teamId, now, opts()));
+    assert.equal(updates.length, 1, updates.map((u) => u.text.replace(/\s+/g, ' ').slice(0, 60)).join(' | '));
     for (const id of ids) {
       const row = await eventRow(id);
       assert.ok(row.decided_at, 'decided');
@@ -84,40 +83,44 @@ describe('engine batches', () => {
     const { rows } = await sql<{ event_id: string }>`
       SELECT event_id FROM webhook_deliveries WHERE team_id = ${s.teamId} ORDER BY event_id`.execute(t.database.db);
     assert.deepEqual(rows.map((r) => r.event_id), [...ids].sort(), 'one delivery per event');
-    // The jobs of the taken events find nothing left to do: no second delivery, no second decision.
-    await task({ event_ids: ids.slice(1) }, {});
+    // A process_events job carrying them (enqueued by an earlier version) finds them processed: one read, nothing written.
+    const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
+    const jobStatements = await captured(/\b(INSERT|UPDATE|DELETE)\b/i, () => task({ event_ids: ids }, {}));
+    assert.deepEqual(jobStatements.map((x) => x.text.replace(/\s+/g, ' ').slice(0, 60)), []);
     const again = await sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE team_id = ${s.teamId}`.execute(t.database.db);
     assert.equal(again.rows[0]!.n, 3);
     for (const id of ids) assert.equal(await decisionCount(id), 1);
   });
 
-  test("an event's own job fans out without waiting for the decider that took it, and nothing is delivered twice", async () => {
+  test('a job of an earlier version leaves a waiting trigger to the loop: no fan-out, no processed mark, no wait for the batch that holds it', async () => {
     const s = await setup(t, sink.port);
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
     const hook = await s.a.post('/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['email.contact.saved'] });
     assert.equal(hook.statusCode, 201, hook.body);
-    const [own, other] = [await trigger(s, 'w1@example.com'), await trigger(s, 'w2@example.com')];
-    // A decider for `own` that takes `other` into its batch and stops, its
-    // transaction open, just before it fans `other` out.
+    const [first, carried] = [await trigger(s, 'w1@example.com'), await trigger(s, 'w2@example.com')];
+    const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
+    // Before any batch: the job does nothing to the waiting trigger (marked processed, it would
+    // read as handled while its decisions were still to come).
+    await task({ event_ids: [carried] }, {});
+    assert.equal((await eventRow(carried)).processed_at, null, 'left to the loop');
+    // A batch that takes both events and stops, its transaction open, just before it fans them out.
     let inside!: () => void;
     const reached = new Promise<void>((r) => (inside = r));
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const decider = campaignTriggerHandler(t.database.db, undefined, {
+    const batch = decideBatch(t.database.db, s.teamId, now, {
+      ...opts(),
       processTaken: async (trx, ids) => {
         inside();
         await gate;
         await enqueueDeliveries(trx, ids.map((id) => ({ id })));
       },
-    })([await eventRow(own)]);
+    });
     let job: Promise<void> | undefined;
     let finished = false;
     try {
-      await Promise.race([reached, decider.then(() => assert.fail('the decider finished without taking the other event'))]);
-      // `other`'s own job: the team's decider is busy, so it fans out and finishes.
-      // Under FOR UPDATE the insert's foreign-key check waited here for the decider's commit.
-      const task = buildTaskList({ db: t.database.db, config: testConfig() }).process_events as (p: unknown, h: unknown) => Promise<void>;
-      job = task({ event_ids: [other] }, {});
+      await Promise.race([reached, batch.then(() => assert.fail('the batch finished without reaching its fan-out'))]);
+      job = task({ event_ids: [carried] }, {});
       let timer: NodeJS.Timeout | undefined;
       finished = await Promise.race([
         job.then(() => true, () => true), // its failure is reported below
@@ -125,23 +128,28 @@ describe('engine batches', () => {
       ]);
       clearTimeout(timer);
     } finally {
-      release(); // the decider commits (or its failure is reported below), never left holding its transaction
+      release(); // the batch commits (or its failure is reported below), never left holding its transaction
     }
-    const settled = await Promise.allSettled([job!, decider]);
-    assert.ok(finished, 'the job finished while the decider held its event');
+    const settled = await Promise.allSettled([job!, batch]);
+    assert.ok(finished, 'the job finished while the batch held its event');
     assert.deepEqual(settled.map((r) => r.status), ['fulfilled', 'fulfilled'], String(settled.map((r) => (r as PromiseRejectedResult).reason)));
     const { rows } = await sql<{ event_id: string }>`
       SELECT event_id FROM webhook_deliveries WHERE team_id = ${s.teamId} ORDER BY event_id`.execute(t.database.db);
-    // `own` is fanned out by its job after its decisions; here only the decider ran for it.
-    assert.deepEqual(rows.map((r) => r.event_id), [other], 'one delivery for the taken event');
-    const row = (await eventRow(other)) as unknown as { decided_at: Date | null; processed_at: Date | null };
-    assert.ok(row.decided_at && row.processed_at, 'decided and processed');
-    assert.equal(await decisionCount(other), 1);
+    assert.deepEqual(rows.map((r) => r.event_id), [first, carried].sort(), 'one delivery per event, by the batch');
+    for (const id of [first, carried]) {
+      const row = await eventRow(id);
+      assert.ok(row.decided_at && row.processed_at, 'decided and processed');
+      assert.equal(await decisionCount(id), 1);
+    }
   });
 
   test('a job marks its events processed while another transaction only references them', async () => {
     const s = await setup(t, sink.port);
+    // A webhook and no campaign: the event is recorded decided, with a job for its fan-out.
+    const hook = await s.a.post('/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['email.contact.saved'] });
+    assert.equal(hook.statusCode, 201, hook.body);
     const id = await trigger(s, 'ref@example.com');
+    assert.equal(((await eventRow(id)) as unknown as { processed_at: Date | null }).processed_at, null);
     const holder = await t.database.pool.connect();
     try {
       // What a foreign-key check of an uncommitted insert that references the event holds.
@@ -153,7 +161,7 @@ describe('engine batches', () => {
       await holder.query('ROLLBACK');
       holder.release();
     }
-    const row = (await eventRow(id)) as unknown as { decided_at: Date | null; processed_at: Date | null };
+    const row = await eventRow(id);
     assert.ok(row.decided_at, 'decided');
     assert.ok(row.processed_at, 'processed, not skipped as if a decider held it');
   });
@@ -166,8 +174,8 @@ describe('engine batches', () => {
     await drain(t);
     const sub = await s.a.post(`/email/campaigns/${c1.id}/submit`, { email: 'sub@example.com' });
     assert.equal(sub.statusCode, 202, sub.body);
-    const later = await trigger(s, 'late@example.com');
-    await campaignTriggerHandler(t.database.db)([await eventRow(later)]);
+    await trigger(s, 'late@example.com');
+    assert.equal(await decideBatch(t.database.db, s.teamId, now, opts()), 'decided');
     assert.equal(await decisionCount(sub.json().event_id), 1, 'the submit keeps its one decision');
   });
 
@@ -183,8 +191,7 @@ describe('engine batches', () => {
       SELECT count(*)::int AS n FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id
        WHERE k.identifier = 'send_email'`.execute(t.database.db);
     const sendJobsBefore = jobs[0]!.n;
-    const [first] = await eventsNamed(t, s.teamId, 'contact.saved');
-    await campaignTriggerHandler(t.database.db)([await eventRow(first!.id)]);
+    assert.equal(await decideBatch(t.database.db, s.teamId, now, opts()), 'decided');
     const { rows: after } = await sql<{ n: number; ids: number }>`
       SELECT count(*)::int AS n, max(json_array_length(j.payload -> 'email_send_log_ids'))::int AS ids
         FROM graphile_worker._private_jobs j JOIN graphile_worker._private_tasks k ON k.id = j.task_id
@@ -214,8 +221,7 @@ describe('engine batches', () => {
     const s = await setup(t, sink.port);
     await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId] });
     for (const email of ['hard-b@example.com', 'soft-b@example.com', 'fine-b@example.com']) await trigger(s, email);
-    const [first] = await eventsNamed(t, s.teamId, 'contact.saved');
-    await campaignTriggerHandler(t.database.db)([await eventRow(first!.id)]);
+    assert.equal(await decideBatch(t.database.db, s.teamId, now, opts()), 'decided');
     await drain(t, { config: { sendRetryDelays: [3600] } });
     const byEmail = new Map((await sendLog(t, s.teamId)).map((l) => [l.email, l]));
     assert.equal(byEmail.get('hard-b@example.com')!.status, 'bounced_hard');

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { campaignTriggerHandler } from '../../src/campaigns/engine.ts';
-import type { EventRow } from '../../src/events/process.ts';
+import { decideBatch } from '../../src/campaigns/engine.ts';
+import { decideOptions } from '../../src/tasks.ts';
 import { closeTransports } from '../../src/mail/send.ts';
-import { buildTestApp, type TestApp } from '../helpers.ts';
+import { buildTestApp, testConfig, type TestApp } from '../helpers.ts';
 import { byJson } from '../lib/order.ts';
 import { createCampaign, createTemplate, drain, insertAccount, sendLog, setup, type Setup } from './fixtures.ts';
 import { startCaptureSink, type CaptureSink } from './sink.ts';
@@ -55,10 +55,10 @@ describe('campaign decisions', () => {
       (await decisions(s, ev)).sort(byJson),
       [[on.id, 'send', null], [paused.id, 'skip', 'paused']].sort(byJson),
     );
-    // Re-running the job decides nothing twice (UNIQUE (event_id, campaign_id) and the pre-check).
-    const handler = campaignTriggerHandler(t.database.db);
-    const row = await t.database.db.selectFrom('events').selectAll().where('id', '=', ev).executeTakeFirstOrThrow();
-    await handler([row as unknown as EventRow]);
+    // Deciding the event again (as a batch whose commit was lost would) decides nothing twice
+    // (UNIQUE (event_id, campaign_id) and the pre-check).
+    await sql`UPDATE events SET decided_at = NULL WHERE id = ${ev}::uuid`.execute(t.database.db);
+    assert.equal(await decideBatch(t.database.db, s.teamId, () => new Date(), decideOptions({ db: t.database.db, config: testConfig() })), 'decided');
     assert.equal((await decisions(s, ev)).length, 2);
     assert.equal((await sendLog(t, s.teamId)).length, 1);
   });
@@ -285,15 +285,18 @@ describe('campaign decisions', () => {
     assert.deepEqual(await onlySmall(ev3), [[onSmall.id, 'skip', 'account_daily_limit']]);
   });
 
-  test('two events for one contact at once with a cap of 1: exactly one send', async () => {
+  test('two events for one contact with a cap of 1, two deciders at once: exactly one send', async () => {
     const s = await setup(t, sink.port);
     await createCampaign(s.a, base(s, { event_triggered_send: { contact_cooldown_interval: 0, contact_daily_email_cap: 1 } }));
     for (let round = 0; round < 3; round++) {
       const email = `race${round}@example.com`;
       const ids = [await trigger(s, email), await trigger(s, email)];
-      const rows = await t.database.db.selectFrom('events').selectAll().where('id', 'in', ids).execute();
-      const handler = campaignTriggerHandler(t.database.db, () => new Date('2030-02-01T10:00:00Z'));
-      await Promise.all(rows.map((r) => handler([r as unknown as EventRow])));
+      // Two deciders at once (two worker processes' lanes): one takes the team, the other finds it busy.
+      const opts = decideOptions({ db: t.database.db, config: testConfig() });
+      const clock = () => new Date('2030-02-01T10:00:00Z');
+      const outcomes = await Promise.all(ids.map(() => decideBatch(t.database.db, s.teamId, clock, opts)));
+      // One took both events in its batch; the other found the team busy or nothing left.
+      assert.deepEqual(outcomes.filter((o) => o === 'decided'), ['decided'], outcomes.join());
       const sends = await t.database.db
         .selectFrom('campaign_decisions').select(['decision', 'reason']).where('event_id', 'in', ids).execute();
       assert.deepEqual(sends.map((d) => d.reason ?? 'send').sort(), ['daily_cap', 'send'], `round ${round}`);

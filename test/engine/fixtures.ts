@@ -5,8 +5,7 @@ import type { MailDnsResolver } from '../../src/verification/check.ts';
 import { Logger, runOnce } from 'graphile-worker';
 import { sql } from 'kysely';
 import type { Config } from '../../src/config.ts';
-import type { DeciderDeps } from '../../src/campaigns/decider.ts';
-import { decideBatch, waitingTeams, type Clock } from '../../src/campaigns/engine.ts';
+import { decideBatch, waitingTeams, type Clock, type DecideOpts } from '../../src/campaigns/engine.ts';
 import { buildTaskList, decideOptions } from '../../src/tasks.ts';
 import { makeTeam, testConfig, type TestApp } from '../helpers.ts';
 
@@ -78,15 +77,13 @@ const quiet = new Logger(() => (level, message) => {
   if (level === 'error') drainFailures.push(message);
 });
 
-const OWN_NONE: ReadonlySet<string> = new Set();
-
 /**
  * Decides every waiting trigger event now, as the decider loop
  * (campaigns/decider.ts) would, until nothing is waiting. Throws when events
  * stay busy (another decider) or held by other transactions for 10 s, and when
  * a batch waits 10 s for a lock.
  */
-export async function decideAllWaiting(db: TestApp['database']['db'], decide: DeciderDeps['decide'], clock: Clock = () => new Date()): Promise<void> {
+export async function decideAllWaiting(db: TestApp['database']['db'], decide: DecideOpts, clock: Clock = () => new Date()): Promise<void> {
   const opts = { ...decide, lockTimeoutMs: 10_000 };
   let progressAt = Date.now();
   for (;;) {
@@ -94,7 +91,7 @@ export async function decideAllWaiting(db: TestApp['database']['db'], decide: De
     if (teams.length === 0) return;
     let worked = false;
     for (const team of teams) {
-      while ((await decideBatch(db, team, clock, OWN_NONE, opts)) === 'decided') worked = true;
+      while ((await decideBatch(db, team, clock, opts)) === 'decided') worked = true;
     }
     if (worked) progressAt = Date.now();
     else {

@@ -148,7 +148,7 @@ describe('decider loop: rows held by other transactions', () => {
     try {
       const seen: string[] = [];
       const base = decideOptions({ db, config: testConfig() });
-      const outcome = await decideBatch(db, s.teamId, () => new Date(), new Set(), {
+      const outcome = await decideBatch(db, s.teamId, () => new Date(), {
         ...base, lockTimeoutMs: 1_234, statementTimeoutMs: 5_678,
         processTaken: async (trx, ids) => {
           const { rows } = await sql<{ l: string; s: string }>`SELECT current_setting('lock_timeout') AS l, current_setting('statement_timeout') AS s`.execute(trx);
