@@ -4,7 +4,7 @@
 import { sql, type Selectable, type Transaction } from 'kysely';
 import { isoSql } from '../db/iso.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
-import { recordset } from '../db/recordset.ts';
+import { idsRecordset, recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
 import type { AttemptLogEntry, WebhookDeliveriesTable } from '../db/schema-webhooks.ts';
 import type { EventRow } from '../events/process.ts';
@@ -242,7 +242,18 @@ export async function recordAttempts(db: Db, results: AttemptResult[]): Promise<
   }));
   const successes = [...new Set(results.filter((r) => r.status === 'success').map((r) => r.webhook_id))];
   const gone = [...new Set(results.filter((r) => r.gone).map((r) => r.webhook_id))];
+  const hooks = [...new Set(results.map((r) => r.webhook_id))].sort();
   await db.transaction().execute(async (tx) => {
+    // The webhooks first, in id order, then their deliveries: the order of a
+    // disable, enable or delete (queries.ts: the webhook row, then parking or
+    // unparking its deliveries). Deliveries first and the webhook's counters
+    // after deadlocked with a disable landing while a failed attempt was
+    // recorded (PostgreSQL aborted one: the disable answered 500), and two
+    // dispatchers recording the same webhooks could lock them in two orders.
+    // FOR NO KEY UPDATE, what the updates below take anyway: the fan-out's
+    // foreign-key checks (FOR KEY SHARE) do not wait for it.
+    await sql`${sql.raw(PREPARED)}
+      SELECT 1 FROM webhooks WHERE id IN (SELECT x.id FROM ${idsRecordset(hooks)} AS x) ORDER BY id FOR NO KEY UPDATE`.execute(tx);
     // The attempts recorded (same lease) also add to the webhook's statistics
     // (webhook-stats.ts), in the same statement. The batch is a sized recordset
     // (src/db/recordset.ts): prepared, its generic plan probes the deliveries by

@@ -120,4 +120,36 @@ describe('webhook claim and record', () => {
     assert.equal(p.locked_until, null);
     assert.deepEqual((await row(plain!)).next_attempt_at, retryAt);
   });
+
+  test('a disable landing while a failed attempt is recorded: both commit, no deadlock', async () => {
+    const { teamId, hook } = await setup('Deadlock');
+    const [id] = await insert(teamId, hook.id, [5]);
+    const [claim] = await claimDueDeliveries(d.db, 10, 60_000);
+    assert.equal(claim!.id, id);
+    // A disable (queries.ts, updateWebhook) as two steps: the webhook row, then its deliveries parked.
+    const disable = await d.pool.connect();
+    try {
+      await disable.query('BEGIN');
+      await disable.query('SELECT id FROM webhooks WHERE id = $1 FOR UPDATE', [hook.id]);
+      const recording = recordAttempts(d.db, [result(id!, hook.id, claim!.lease, 'pending', new Date(Date.now() + 60_000))]);
+      const settled = recording.then(() => null, (err: Error) => err);
+      // The recording waits for the webhook row (before: it had updated the delivery first).
+      for (let i = 0; i < 100; i++) {
+        const { rowCount } = await d.pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`);
+        if (rowCount! > 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // Parking the delivery does not wait for the recording (or a deadlock aborts one of them after deadlock_timeout).
+      await disable.query(`UPDATE webhook_deliveries SET next_attempt_at = NULL WHERE webhook_id = $1 AND status = 'pending' AND next_attempt_at IS NOT NULL`, [hook.id]);
+      await disable.query('COMMIT');
+      assert.equal(await settled, null, 'the recording committed too');
+    } finally {
+      await disable.query('ROLLBACK').catch(() => {});
+      disable.release();
+    }
+    const r = await row(id!);
+    // Recorded after the disable committed: the retry stays parked until the enable.
+    assert.equal(r.status, 'pending');
+    assert.equal(r.next_attempt_at, null);
+  });
 });
