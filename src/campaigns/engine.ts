@@ -378,14 +378,13 @@ export function decideLockKey(teamId: string): bigint {
 export async function decideBatch(db: Db, teamId: string, clock: Clock, opts: DecideOpts): Promise<'busy' | 'none' | 'decided'> {
   const key = decideLockKey(teamId);
   return db.transaction().execute(async (trx) => {
-    // Timeouts for this transaction only (set_config's third argument), in the lock's round trip.
+    // Timeouts for this transaction only (set_config's third argument; none
+    // given: the session's), in the lock's round trip.
     const ms = (v: number | undefined) => (v === undefined ? null : `${Math.ceil(v)}ms`);
-    const { rows: lock } = opts.lockTimeoutMs !== undefined || opts.statementTimeoutMs !== undefined
-      ? await sql<{ ok: boolean }>`${sql.raw(PREPARED)}
-          SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok,
-                 set_config('lock_timeout', coalesce(${ms(opts.lockTimeoutMs)}::text, current_setting('lock_timeout')), true) AS lock_timeout,
-                 set_config('statement_timeout', coalesce(${ms(opts.statementTimeoutMs)}::text, current_setting('statement_timeout')), true) AS statement_timeout`.execute(trx)
-      : await sql<{ ok: boolean }>`SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok`.execute(trx);
+    const { rows: lock } = await sql<{ ok: boolean }>`${sql.raw(PREPARED)}
+      SELECT pg_try_advisory_xact_lock(${String(key)}::bigint) AS ok,
+             set_config('lock_timeout', coalesce(${ms(opts.lockTimeoutMs)}::text, current_setting('lock_timeout')), true) AS lock_timeout,
+             set_config('statement_timeout', coalesce(${ms(opts.statementTimeoutMs)}::text, current_setting('statement_timeout')), true) AS statement_timeout`.execute(trx);
     if (!lock[0]!.ok) return 'busy' as const;
     // The name list is spelled out (TRIGGER_NAMES_SQL): the partial index events_undecided_idx matches it.
     // Locked now, and rows another statement holds (a process_events job of an

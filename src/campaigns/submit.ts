@@ -50,7 +50,7 @@ export async function submitToCampaign(
       if (prior.length !== 1 || prior[0].campaign_id !== campaignId) {
         throw new AppError('CONFLICT', 'idempotency_key was already used by another event');
       }
-      return { eventId: ev.id, decision: prior[0] };
+      return { eventId: prior[0].event_id, decision: prior[0] };
     }
     if (!contact) {
       const message = email ? 'no contact with this address in this team' : 'is required (idempotency_key alone names no contact)';

@@ -189,7 +189,10 @@ export async function eventWithKey(tx: Transaction<Database>, teamId: string, ke
  * key (`id` undefined when that event went between the conflict and the read:
  * erased or expired).
  */
-export async function claimEvent(tx: Transaction<Database>, e: EventInsert): Promise<{ id: string; occurred_at: Date; duplicate: boolean }> {
+export async function claimEvent(
+  tx: Transaction<Database>,
+  e: EventInsert,
+): Promise<{ id: string; occurred_at: Date; duplicate: false } | { id: string | undefined; duplicate: true }> {
   // Prepared (src/db/pool.ts): an ingested unsubscribe (ingest/ingest.ts) and a
   // campaign submit claim their row here.
   const { rows } = await sql<{ id: string; occurred_at: Date }>`${sql.raw(PREPARED)}
@@ -199,7 +202,5 @@ export async function claimEvent(tx: Transaction<Database>, e: EventInsert): Pro
     ON CONFLICT (team_id, idempotency_key) DO NOTHING
     RETURNING id, occurred_at`.execute(tx);
   if (rows[0]) return { ...rows[0], duplicate: false };
-  const first = await sql<{ id: string; occurred_at: Date }>`${sql.raw(PREPARED)}
-    SELECT id, occurred_at FROM events WHERE team_id = ${e.teamId} AND idempotency_key = ${e.key!}`.execute(tx);
-  return { ...first.rows[0], duplicate: true };
+  return { id: await eventWithKey(tx, e.teamId, e.key!), duplicate: true };
 }

@@ -73,6 +73,7 @@ const CONVERSION_LISTENERS = listenersSql('v.team_id', 'v.name', 'v.contact_id I
 const UNSUBSCRIBE_LISTENERS = listenersSql('v.team_id', 'v.name', 'false', 'v.handled'); // not a campaign trigger
 // Their RETURNING: whether the event needs a process_events job (a trigger a campaign lists waits for the decider loop).
 const NEEDS_JOB = needsJobSql();
+const NEEDS_JOB_UPDATED = needsJobSql('events');
 
 type ContactRow = { id: string; email: string; first_name: string | null; last_name: string | null; phone: string | null;
   foreign_id: string | null; country_code: string | null; status: string; created_at: Date; updated_at: Date; created: boolean };
@@ -305,7 +306,7 @@ async function ingestUnsubscribe(db: Db, teamId: string, email: string, input: I
                      ${rows.length > 0}::boolean AS handled) v
        ${sql.raw(UNSUBSCRIBE_LISTENERS.join)}
        WHERE events.id = ${ev.id} AND events.team_id = v.team_id
-      RETURNING ${sql.raw(needsJobSql('events'))} AS pending`.execute(tx);
+      RETURNING ${sql.raw(NEEDS_JOB_UPDATED)} AS pending`.execute(tx);
     if (done[0]!.pending) await enqueueEventProcessing(tx, [ev.id]);
     return { eventId: ev.id, duplicate: false };
   });
