@@ -10,7 +10,7 @@ import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import type { Config } from './config.ts';
 import type { Db } from './db/pool.ts';
-import { ApiKeyCache, requireApiKey, resolveApiKeyHook } from './teams/auth.ts';
+import { ApiKeyCache, requireApiKey, resolveApiKey, resolveApiKeyHook } from './teams/auth.ts';
 import { AppError } from './lib/errors.ts';
 import { installErrorHandlers, sendError } from './http/errors.ts';
 import { installApiIntake, installBodyLimits } from './http/intake.ts';
@@ -111,8 +111,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installBodyLimits(app, config);
   // Node drops connections past this cap at once (it counts sockets, idle keep-alive ones included).
   app.server.maxConnections = config.intake.maxConnections;
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback style, as the other per-request hooks of every route: an async
+  // hook costs a promise and a microtask on every request.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    done();
   });
   // Registered at the root with global: false, so the limiter runs exactly where
   // we put it: after the key is resolved (it keys on the API key), and for
@@ -133,7 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const limit = app.rateLimit();
   installErrorHandlers(app, async (request, reply) => {
     if (!request.url.startsWith('/public/v1/')) return;
-    await resolveKey(request);
+    await resolveApiKey(app.apiKeys, request);
     await limit.call(app, request, reply);
   }, dashboardNotFoundPage);
 

@@ -144,12 +144,20 @@ export function installErrorHandlers(
     return sendError(reply, new AppError('NOT_FOUND', `no route ${request.method} ${path}`));
   };
 
-  app.addHook('onRequest', async (request, reply) => {
-    if (!request.is404) return;
+  const handleNotFound = async (request: FastifyRequest, reply: FastifyReply) => {
     leaveBodyUnread(request, reply);
     if (notFoundPreHandler) await notFoundPreHandler(request, reply);
-    if (reply.sent) return reply;
-    return answerNotFound(request, reply);
+    if (reply.sent) return;
+    await answerNotFound(request, reply);
+  };
+  // Callback style: a matched route (nearly every request) passes without a
+  // promise. Fastify runs no later hook once the reply is sent.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!request.is404) {
+      done();
+      return;
+    }
+    handleNotFound(request, reply).then(() => done(), done);
   });
   // Only reached if a request skipped the hook above (none does today).
   app.setNotFoundHandler((request, reply) => answerNotFound(request, reply));

@@ -129,7 +129,13 @@ export class HeavyRequestGate {
  */
 export function installApiIntake(api: FastifyInstance, config: Config): HeavyRequestGate {
   const gate = new HeavyRequestGate(config.intake.heavyRequestsPerTeam, config.intake.heavyRequestsTotal);
-  api.addHook('preParsing', async (request, reply) => {
+  // Callback style (no promise per request); a throw is answered as a
+  // rejected async hook would be.
+  api.addHook('preParsing', (request, reply, _payload, done) => {
+    intake(request, reply);
+    done();
+  });
+  const intake = (request: FastifyRequest, reply: FastifyReply): void => {
     if (!BODY_METHODS.has(request.method)) return;
     const entered = request.routeOptions.config.bodyClass === 'bulk' && request.auth ? gate.enter(request.auth.teamId, reply) : 'ok';
     if (entered === 'team') {
@@ -159,13 +165,14 @@ export function installApiIntake(api: FastifyInstance, config: Config): HeavyReq
       leaveBodyUnread(request, reply);
       throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
     }
-  });
+  };
   api.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
     if ((body as Buffer).length === 0) return done(null, undefined);
     done(new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json'), undefined);
   });
-  api.addHook('preValidation', async (request) => {
+  api.addHook('preValidation', (request, _reply, done) => {
     if (request.body === undefined && request.routeOptions.schema?.body !== undefined) request.body = {};
+    done();
   });
   return gate;
 }

@@ -1,7 +1,7 @@
 // x-api-key authentication for /public/v1. Lookups are cached for a few
 // seconds so auth costs a Map lookup on the hot path; the TTL bounds how long a
 // revoked key keeps working in another process (decided: 5 s).
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Db } from '../db/pool.ts';
 import { hashApiKey, looksLikeApiKey } from './keys.ts';
 import { findLiveKeyByHash, touchApiKey } from './queries.ts';
@@ -44,17 +44,29 @@ export class ApiKeyCache {
     this.maxEntries = maxEntries;
   }
 
-  async resolve(key: string): Promise<Auth | null> {
-    if (!looksLikeApiKey(key)) return null;
+  /**
+   * The answer when it needs no database: a live cache entry, or null for a
+   * value that cannot be a key. Undefined: resolve() must look it up.
+   */
+  peek(key: string): Auth | null | undefined {
     // Keyed by the key itself: hashing is only needed on a miss (the clear key
-    // is in this process's memory during the request anyway).
-    const now = Date.now();
+    // is in this process's memory during the request anyway). Only well-formed
+    // keys are ever stored, so a hit needs no format check.
     const hit = this.entries.get(key);
-    if (hit && hit.expires > now) {
-      if (hit.refreshAt <= now) this.lookup(key).catch(() => undefined);
-      if (hit.auth) this.touch(hit.auth.keyId, now);
-      return hit.auth;
+    if (hit) {
+      const now = Date.now();
+      if (hit.expires > now) {
+        if (hit.refreshAt <= now) this.lookup(key).catch(() => undefined);
+        if (hit.auth) this.touch(hit.auth.keyId, now);
+        return hit.auth;
+      }
     }
+    return looksLikeApiKey(key) ? undefined : null;
+  }
+
+  async resolve(key: string): Promise<Auth | null> {
+    const known = this.peek(key);
+    if (known !== undefined) return known;
     const auth = await this.lookup(key);
     if (auth) this.touch(auth.keyId, Date.now());
     return auth;
@@ -94,20 +106,55 @@ export class ApiKeyCache {
   }
 }
 
+function keyOf(request: FastifyRequest): string | undefined {
+  const header = request.headers['x-api-key'];
+  const key = Array.isArray(header) ? header[0] : header;
+  return key ? key.trim() : undefined;
+}
+
 /** Resolves the key (if any) early, so the rate limiter can key on it. */
+export function resolveApiKey(cache: ApiKeyCache, request: FastifyRequest): Promise<void> {
+  const key = keyOf(request);
+  if (key === undefined) {
+    request.auth = null;
+    return Promise.resolve();
+  }
+  return cache.resolve(key).then((auth) => {
+    request.auth = auth;
+  });
+}
+
+/**
+ * resolveApiKey as an onRequest hook in callback style: a cached key (nearly
+ * every request) is resolved without a promise or a trip through the
+ * microtask queue, which an async hook costs on every request.
+ */
 export function resolveApiKeyHook(cache: ApiKeyCache) {
-  return async (request: FastifyRequest) => {
-    const header = request.headers['x-api-key'];
-    const key = Array.isArray(header) ? header[0] : header;
-    request.auth = key ? await cache.resolve(key.trim()) : null;
+  return (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+    const key = keyOf(request);
+    const known = key === undefined ? null : cache.peek(key);
+    if (known !== undefined) {
+      request.auth = known;
+      done();
+      return;
+    }
+    cache.resolve(key!).then((auth) => {
+      request.auth = auth;
+      done();
+    }, done);
   };
 }
 
 export function requireApiKey(app: FastifyInstance): void {
   // preParsing: after the rate limiter (route onRequest), before the body is read,
   // so an unauthenticated request never gets a validation error instead of a 401.
-  app.addHook('preParsing', async (request, reply) => {
-    if (request.auth) return;
+  // Callback style: an authenticated request passes without a promise. A
+  // throw here is answered as a rejected async hook would be.
+  app.addHook('preParsing', (request, reply, _payload, done) => {
+    if (request.auth) {
+      done();
+      return;
+    }
     leaveBodyUnread(request, reply);
     const given = request.headers['x-api-key'] !== undefined;
     throw new AppError('UNAUTHORIZED', given ? 'invalid or revoked API key' : 'missing API key: send it in the x-api-key header');
