@@ -1,8 +1,9 @@
 // Reads of the events API: an event as the client sees it, and the campaign
 // decisions it caused. Timestamps are formatted in SQL (ISO 8601 UTC with
-// milliseconds) because the rows go out as they are.
+// milliseconds) because the rows go out as they are; occurred_at, which the
+// client gives, in any year (UTC year 0 or 10000 included) as JavaScript writes it.
 import { sql } from 'kysely';
-import { isoSql } from '../db/iso.ts';
+import { isoSql, isoSqlAnyYear } from '../db/iso.ts';
 import type { Db } from '../db/pool.ts';
 
 const iso = (column: string) => sql.raw(isoSql(column));
@@ -10,7 +11,7 @@ const iso = (column: string) => sql.raw(isoSql(column));
 export async function findEventView(db: Db, teamId: string, id: string): Promise<Record<string, unknown> | undefined> {
   const { rows } = await sql<Record<string, unknown>>`
     SELECT e.id, e.team_id, e.name AS event_name, e.contact_id, coalesce(k.email, e.payload ->> 'email') AS email,
-           e.idempotency_key, ${iso('e.occurred_at')} AS occurred_at, ${iso('e.created_at')} AS created_at,
+           e.idempotency_key, ${sql.raw(isoSqlAnyYear('e.occurred_at'))} AS occurred_at, ${iso('e.created_at')} AS created_at,
            ${iso('e.processed_at')} AS processed_at, coalesce(e.input, e.payload) AS payload, e.payload AS event_payload
       FROM events e LEFT JOIN contacts k ON k.id = e.contact_id AND k.team_id = e.team_id
      WHERE e.team_id = ${teamId} AND e.id = ${id}`.execute(db);

@@ -2,7 +2,7 @@
 // dispatchers claim due rows in batches with a lease and write each attempt's
 // result back in one set-based statement. All SQL of deliveries lives here.
 import { sql, type Selectable, type Transaction } from 'kysely';
-import { isoSql } from '../db/iso.ts';
+import { isoSql, isoSqlAnyYear } from '../db/iso.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
 import { idsRecordset, recordset } from '../db/recordset.ts';
 import type { Database } from '../db/schema.ts';
@@ -45,13 +45,15 @@ export type DeliveryView = {
 /**
  * The envelope (docs/api.md, "Delivery envelope") of a delivery row (`table`: its name or alias in
  * the query): the stored one, or built from its event. Deterministic, so every
- * retry and resend sends the same bytes.
+ * retry and resend sends the same bytes. The timestamp is the event's
+ * occurred_at, which a client may set in UTC year 0 or 10000: written as
+ * JavaScript writes it, as the payload's own times are.
  */
 export function envelopeOf(table: string) {
   const t = sql.table(table);
   return sql<Record<string, unknown> | null>`coalesce(${t}.payload, (
     SELECT json_build_object('id', ${t}.id, 'event', ${t}.event, 'team_id', ${t}.team_id,
-      'timestamp', ${sql.raw(isoSql('e.occurred_at'))},
+      'timestamp', ${sql.raw(isoSqlAnyYear('e.occurred_at'))},
       'payload', e.payload)
     FROM events e WHERE e.id = ${t}.event_id))`;
 }

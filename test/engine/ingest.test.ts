@@ -402,6 +402,18 @@ describe('event ingestion', () => {
     }
   });
 
+  test('GET an event shows occurred_at as JavaScript writes it in every year, UTC years 0 and 10000 included', async () => {
+    const { key } = await makeTeam(t.database.db);
+    const a = api(t, key);
+    // UTC 0000-12-31 (1 BC, which to_char spelled 0001: a year off) and 10000-01-01 (to_char: 10000-…, not ISO 8601).
+    for (const occurred_at of ['0001-01-01T00:00:00+15:59', '9999-12-31T23:59:59-15:59', '2030-01-01T00:00:00.123999Z']) {
+      const res = await a.post('/email/events', { event_name: 'contact.saved', email: 'year@example.com', occurred_at });
+      assert.equal(res.statusCode, 202, `${occurred_at}: ${res.body}`);
+      const got = (await a.get(`/email/events/${res.json().event_id}`)).json().event;
+      assert.equal(got.occurred_at, new Date(occurred_at).toISOString(), occurred_at);
+    }
+  });
+
   test("team isolation: another team's event ids are 404; malformed ids are 404", async () => {
     const mine = await makeTeam(t.database.db);
     const theirs = await makeTeam(t.database.db);

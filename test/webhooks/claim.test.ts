@@ -90,6 +90,26 @@ describe('webhook claim and record', () => {
     assert.ok(scans.some((s) => s.includes('webhook_deliveries_pkey')), `the claimed rows by primary key: ${JSON.stringify(scans)}`);
   });
 
+  test("the envelope's timestamp is the event's occurred_at as JavaScript writes it, in UTC years 0 and 10000 too", async () => {
+    const { teamId, hook } = await setup('Years');
+    // In time order (the claim's order): 1 BC (to_char spelled it 0001: a year off), an ordinary time, 10000 (to_char: 10000-…, not ISO 8601).
+    const times = ['0001-01-01T00:00:00+15:59', '2030-01-01T00:00:00.123999Z', '9999-12-31T23:59:59-15:59'];
+    const { rows } = await sql<{ id: string }>`
+      WITH ev AS (
+        INSERT INTO events (team_id, name, payload, occurred_at, processed_at)
+        SELECT ${teamId}::uuid, 'email.sent', '{}'::jsonb, x.at, now() FROM unnest(${times}::timestamptz[]) WITH ORDINALITY AS x(at, i)
+        RETURNING id, occurred_at
+      )
+      INSERT INTO webhook_deliveries (id, team_id, webhook_id, event_id, event, next_attempt_at)
+      SELECT plover_uuid_v7(), ${teamId}::uuid, ${hook.id}::uuid, ev.id, 'email.sent',
+             now() - interval '1 hour' + row_number() OVER (ORDER BY ev.occurred_at) * interval '1 second'
+        FROM ev RETURNING id`.execute(d.db);
+    assert.equal(rows.length, 3);
+    const claimed = await claimDueDeliveries(d.db, 10, 60_000);
+    const stamps = claimed.filter((c) => c.webhook_id === hook.id).map((c) => (c.payload as { timestamp: string }).timestamp);
+    assert.deepEqual(stamps, times.map((at) => new Date(at).toISOString()));
+  });
+
   test("a disabled webhook's due row is parked by the claim, not handed out", async () => {
     const { teamId, hook } = await setup('Disabled');
     const [id] = await insert(teamId, hook.id, [5]);
