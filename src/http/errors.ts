@@ -151,13 +151,18 @@ export function installErrorHandlers(
     await answerNotFound(request, reply);
   };
   // Callback style: a matched route (nearly every request) passes without a
-  // promise. Fastify runs no later hook once the reply is sent.
+  // promise. Fastify runs no later hook once the reply is sent. A block body
+  // that returns nothing: returning the promise as well would move the chain
+  // on twice.
   app.addHook('onRequest', (request, reply, done) => {
     if (!request.is404) {
       done();
       return;
     }
-    handleNotFound(request, reply).then(() => done(), done);
+    handleNotFound(request, reply).then(
+      () => done(),
+      (err: unknown) => done(err instanceof Error ? err : new Error(`not-found handling rejected with ${String(err)}`)),
+    );
   });
   // Only reached if a request skipped the hook above (none does today).
   app.setNotFoundHandler((request, reply) => answerNotFound(request, reply));

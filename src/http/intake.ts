@@ -135,7 +135,7 @@ export function installApiIntake(api: FastifyInstance, config: Config): HeavyReq
     intake(request, reply);
     done();
   });
-  const intake = (request: FastifyRequest, reply: FastifyReply): void => {
+  function intake(request: FastifyRequest, reply: FastifyReply): void {
     if (!BODY_METHODS.has(request.method)) return;
     const entered = request.routeOptions.config.bodyClass === 'bulk' && request.auth ? gate.enter(request.auth.teamId, reply) : 'ok';
     if (entered === 'team') {
@@ -165,7 +165,7 @@ export function installApiIntake(api: FastifyInstance, config: Config): HeavyReq
       leaveBodyUnread(request, reply);
       throw new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json');
     }
-  };
+  }
   api.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => {
     if ((body as Buffer).length === 0) return done(null, undefined);
     done(new AppError('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json'), undefined);

@@ -66,7 +66,11 @@ export class ApiKeyCache {
 
   async resolve(key: string): Promise<Auth | null> {
     const known = this.peek(key);
-    if (known !== undefined) return known;
+    return known !== undefined ? known : this.load(key);
+  }
+
+  /** The database answer for a well-formed key peek() did not know. */
+  async load(key: string): Promise<Auth | null> {
     const auth = await this.lookup(key);
     if (auth) this.touch(auth.keyId, Date.now());
     return auth;
@@ -124,10 +128,15 @@ export function resolveApiKey(cache: ApiKeyCache, request: FastifyRequest): Prom
   });
 }
 
+/** A rejection as the error Fastify's hook runner expects (it would turn a falsy one into a 500 itself). */
+const hookError = (err: unknown): Error => (err instanceof Error ? err : new Error(`hook rejected with ${String(err)}`));
+
 /**
  * resolveApiKey as an onRequest hook in callback style: a cached key (nearly
  * every request) is resolved without a promise or a trip through the
- * microtask queue, which an async hook costs on every request.
+ * microtask queue, which an async hook costs on every request. The body is a
+ * block that returns nothing: a callback hook that also returned a promise
+ * would move Fastify's chain on twice.
  */
 export function resolveApiKeyHook(cache: ApiKeyCache) {
   return (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
@@ -138,10 +147,13 @@ export function resolveApiKeyHook(cache: ApiKeyCache) {
       done();
       return;
     }
-    cache.resolve(key!).then((auth) => {
-      request.auth = auth;
-      done();
-    }, done);
+    cache.load(key!).then(
+      (auth) => {
+        request.auth = auth;
+        done();
+      },
+      (err: unknown) => done(hookError(err)),
+    );
   };
 }
 

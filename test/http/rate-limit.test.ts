@@ -48,6 +48,19 @@ describe('rate limits, in memory', () => {
     assert.equal((await ping(t, b.key, '10.9.9.9')).statusCode, 200);
   });
 
+  test("a valid key's unknown path and wrong method count against the key's budget, not the client IP's", async () => {
+    const { key } = await makeTeam(t.database.db);
+    assert.equal((await ping(t, key, '10.7.7.1')).statusCode, 200);
+    const nope = await t.app.inject({ url: '/public/v1/nope', headers: { 'x-api-key': key }, remoteAddress: '10.7.7.2' });
+    assert.equal(nope.statusCode, 404);
+    assert.equal(nope.headers['x-ratelimit-remaining'], '1');
+    const wrong = await t.app.inject({ method: 'DELETE', url: '/public/v1/ping', headers: { 'x-api-key': key }, remoteAddress: '10.7.7.3' });
+    assert.equal(wrong.statusCode, 405);
+    assertLimited(await ping(t, key, '10.7.7.4'), 3);
+    // Those addresses' own budgets are untouched.
+    assert.equal((await ping(t, undefined, '10.7.7.2')).headers['x-ratelimit-remaining'], '2');
+  });
+
   test('requests without a valid key are limited per client IP', async () => {
     for (let i = 0; i < 3; i++) assert.equal((await ping(t, undefined, '10.1.1.1')).statusCode, 401);
     assertLimited(await ping(t, 'wrong-key', '10.1.1.1'), 3);
