@@ -49,7 +49,7 @@ const BENCH_FLAGS: Record<string, { bench: string; usage: string }> = {
 // Options that take text, and switches, of one benchmark only: they reach its
 // module as opts.text[name] and opts.switches[name].
 const TEXT_FLAGS: Record<string, { bench: string; usage: string }> = {
-  classes: { bench: 'isolation', usage: '--classes <list>       isolation: hostile input classes to run, e.g. a,b,e (default: all, a-h)' },
+  classes: { bench: 'isolation', usage: '--classes <list>       isolation: hostile input classes to run, e.g. a,b,e (default: all, a-i)' },
   dkim: { bench: 'campaigns', usage: '--dkim <keys>          campaigns: DKIM keys of the mail account: none, rsa, ed25519 or both (default none)' },
 };
 const SWITCH_FLAGS: Record<string, { bench: string; usage: string }> = {

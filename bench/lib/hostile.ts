@@ -15,9 +15,12 @@
 //      upsert, and one contact's tags growing by 100 per upsert
 //   g  tracking replay: one message's open pixel and click link in a loop
 //   h  slow clients: sockets sending a request's headers a byte at a time
+//   i  a trigger flood: sale.created events, each for a new address, to A's
+//      campaign that listens to them, as fast as they are answered (every one
+//      an e-mail: decisions and sends that share the worker with B's)
 
-export type ClassId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h';
-export const CLASS_IDS: ClassId[] = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+export type ClassId = 'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h' | 'i';
+export const CLASS_IDS: ClassId[] = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'];
 export const CLASS_LABELS: Record<ClassId, string> = {
   a: 'unauthenticated 10 MB bodies',
   b: 'link-rewriting bombs (create, send)',
@@ -27,6 +30,7 @@ export const CLASS_LABELS: Record<ClassId, string> = {
   f: 'tags: 100k, 1,000 dups x 100',
   g: 'tracking replay',
   h: 'slowloris sockets',
+  i: 'trigger flood: sale.created to a campaign',
 };
 
 /** What the attacker thread needs to know of the world the bench set up. */
@@ -164,5 +168,13 @@ export function variantsOf(id: Exclude<ClassId, 'h'>, ctx: AttackContext): Varia
     }
     case 'g':
       return ctx.trackingPaths.map((path) => ({ name: `replay ${path.split('/')[2] === 'o' ? 'open' : 'click'}`, method: 'GET', path, headers: { 'user-agent': BROWSER_UA }, anonymous: true }));
+    case 'i':
+      return [{
+        name: 'sale.created for a new address (an e-mail each)',
+        method: 'POST',
+        path: api('/email/events'),
+        headers: JSON_TYPE,
+        body: (n) => JSON.stringify({ event_name: 'sale.created', email: `buyer-${process.pid}-${n}@attacker.test` }),
+      }];
   }
 }
