@@ -21,6 +21,7 @@ import { sql } from 'kysely';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Config } from '../config.ts';
 import { PREPARED, type Db } from '../db/pool.ts';
+import { isoSqlAnyYear } from '../db/iso.ts';
 import { recordset } from '../db/recordset.ts';
 import { parseAllowList, type AllowList } from '../lib/net-guard.ts';
 import { getMailAccountPassword } from './accounts.ts';
@@ -550,7 +551,9 @@ async function loadContexts(db: Db, claimed: SendRow[], appSecret: string): Prom
            (SELECT ${single ? TEMPLATE_WHOLE : TEMPLATE_KEY} FROM templates t WHERE t.id = l.template_id AND t.team_id = l.team_id) AS template,
            (SELECT jsonb_build_object('send_data', s.send_data, 'status', s.status, 'type', s.campaign_type)
               FROM campaign_sends s WHERE s.id = l.campaign_send_id AND s.team_id = l.team_id) AS send,
-           (SELECT jsonb_build_object('name', e.name, 'occurred_at', e.occurred_at, 'payload', coalesce(e.input, e.payload))
+           -- occurred_at as JavaScript writes it in any year: a client may give one in UTC year 0 or 10000,
+           -- which PostgreSQL's JSON spells "… BC" or "10000-…" (the render's Date could not read them).
+           (SELECT jsonb_build_object('name', e.name, 'occurred_at', ${sql.raw(isoSqlAnyYear('e.occurred_at'))}, 'payload', coalesce(e.input, e.payload))
               FROM events e WHERE e.id = l.event_id AND e.team_id = l.team_id) AS event,
            (SELECT jsonb_build_object('id', c.id, 'name', c.name, 'deleted', c.deleted_at IS NOT NULL)
               FROM campaigns c WHERE c.id = l.campaign_id AND c.team_id = l.team_id) AS campaign,

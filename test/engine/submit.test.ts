@@ -49,6 +49,26 @@ describe('POST /email/campaigns/{id}/submit', () => {
     assert.ok(other.id);
   });
 
+  test("an event's occurred_at in UTC year 0 or 10000 renders as JavaScript writes it, and the message goes out", async () => {
+    const s = await setup(t, sink.port, { content: '<p>At {{ event.occurred_at }} for {{ contact.email }}</p>' });
+    await createCampaign(s.a, { template_ids: [s.templateId], mail_account_ids: [s.accountId], events: ['sale.created'] });
+    const cases = [['year0@example.com', '0001-01-01T00:00:00+15:59'], ['year10000@example.com', '9999-12-31T23:59:59-15:59']];
+    for (const [email, occurred_at] of cases) {
+      const res = await s.a.post('/email/events', { event_name: 'sale.created', email, occurred_at });
+      assert.equal(res.statusCode, 202, res.body);
+    }
+    const before = sink.messages.length;
+    await drain(t);
+    await sink.waitFor(before + 2);
+    const html = sink.messages.slice(before).map((m) => parseMessage(m.raw).html).sort();
+    // Before, the render read PostgreSQL's own spelling ("0001-12-31T08:01:00+00:00 BC", "10000-…")
+    // with Date, threw, and the job was retried with its messages left queued.
+    assert.equal(html.length, 2);
+    assert.ok(html.some((x) => x.includes('At 0000-12-31T08:01:00.000Z for year0@example.com')), html.join('\n'));
+    assert.ok(html.some((x) => x.includes('At +010000-01-01T15:58:59.000Z for year10000@example.com')), html.join('\n'));
+    assert.deepEqual((await sendLog(t, s.teamId)).map((l) => l.status), ['sent', 'sent']);
+  });
+
   test('errors: unknown contact 422, missing email 422, unknown or other team campaign 404, key reused 409', async () => {
     const s = await setup(t, sink.port);
     const other = await setup(t, sink.port);
