@@ -38,10 +38,33 @@ const R_HIT = 6;
 const R_SUPPRESSION = 7;
 const R_WEBHOOK = 8;
 
-/** Where a page starts: after the item with this (time in microseconds as text, rank, id). */
+/**
+ * Where a page starts: after the item with this (time, rank, id). The time is
+ * PostgreSQL's own text of it, to the microsecond, which reads back exactly in
+ * every year it stores: a client's occurred_at may fall in UTC year 0 (1 BC)
+ * or 10000, which the ISO text of cursors made before could not carry. An ISO
+ * cursor made before still reads.
+ */
 type Cursor = { at: string; rank: number; id: string; page: number };
 
+/** The cursor time's format (to_char of the time in UTC); PostgreSQL reads it back exactly. */
+const CURSOR_TIME_FORMAT = `'YYYY-MM-DD HH24:MI:SS.US"+00" BC'`;
 const CURSOR_AT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+const CURSOR_AT_PG = /^(\d{4,6})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})\.\d{6}\+00 (AD|BC)$/;
+
+/** A time PostgreSQL will read, checked here: a date it refuses would be a 500, not the cursor's 422. */
+function cursorTimeOk(v: string): boolean {
+  if (CURSOR_AT.test(v)) return !Number.isNaN(Date.parse(v));
+  const m = CURSOR_AT_PG.exec(v);
+  if (!m) return false;
+  const [y, mo, d, h, mi, sec] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const bc = m[7] === 'BC';
+  if (y < 1 || (bc && y > 4713) || (!bc && y > 294276) || h > 23 || mi > 59 || sec > 59) return false;
+  const day = new Date(0);
+  day.setUTCFullYear(bc ? 1 - y : y, mo - 1, d); // 1 BC is year 0
+  return day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
+}
+
 const CURSOR_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export function encodeCursor(c: Cursor): string {
@@ -57,7 +80,7 @@ export function decodeCursor(s: string): Cursor {
     v = null;
   }
   if (
-    Array.isArray(v) && v.length === 4 && typeof v[0] === 'string' && CURSOR_AT.test(v[0]) && !Number.isNaN(Date.parse(v[0])) &&
+    Array.isArray(v) && v.length === 4 && typeof v[0] === 'string' && cursorTimeOk(v[0]) &&
     Number.isInteger(v[1]) && v[1] >= R_EVENT && v[1] <= R_WEBHOOK && typeof v[2] === 'string' && CURSOR_ID.test(v[2]) &&
     Number.isInteger(v[3]) && v[3] >= 1 && v[3] <= 1_000_000_000
   ) {
@@ -97,7 +120,7 @@ export function timelineQuery(
     sql`CASE ${sql.ref(col)} WHEN 'sending' THEN 'queued' WHEN 'bounced_hard' THEN 'bounced' WHEN 'bounced_soft' THEN 'bounced' ELSE ${sql.ref(col)} END`;
 
   return sql<Row>`
-    SELECT t.at, to_char(t.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_us, t.rank, t.id, t.type, t.detail
+    SELECT t.at, to_char(t.at AT TIME ZONE 'UTC', ${sql.raw(CURSOR_TIME_FORMAT)}) AS at_us, t.rank, t.id, t.type, t.detail
       FROM (
         (SELECT e.occurred_at AS at, ${R_EVENT} AS rank, e.id,
                 CASE e.name

@@ -93,12 +93,35 @@ describe('contact timeline API', () => {
     }
   });
 
+  test('items in UTC year 0 (1 BC) and 10000 page like any other: in order, none skipped or repeated', async () => {
+    const { key } = await makeTeam(t.database.db, 'years');
+    const ev = (occurred_at: string) => t.app.inject({
+      method: 'POST', url: '/public/v1/email/events', headers: { 'x-api-key': key },
+      payload: { event_name: 'contact.saved', email: 'years@example.com', occurred_at },
+    });
+    const times = ['0001-01-01T00:00:00.123456+15:59', '0001-01-01T00:00:00+15:59', '2030-05-06T07:08:09Z', '9999-12-31T23:59:59.5-15:59', '9999-12-31T23:59:59-15:59'];
+    for (const at of times) assert.equal((await ev(at)).statusCode, 202);
+    const id = (await t.app.inject({ method: 'POST', url: '/public/v1/email/contacts/upsert', headers: { 'x-api-key': key }, payload: { email: 'years@example.com' } })).json().contact.id;
+    const expected = times.map((x) => new Date(x).toISOString()).sort((a, b) => Date.parse(a) - Date.parse(b));
+    for (const order of ['asc', 'desc'] as const) {
+      const { items, pages } = await all(key, id, `per_page=1&order=${order}`);
+      // The contact's own saves (the upsert above, and the one that made it) are among them, at today's time.
+      const years = items.filter((i) => expected.includes(i.at)).map((i) => i.at);
+      assert.deepEqual(years, order === 'asc' ? expected : [...expected].reverse(), `${order}: ${items.map((i) => i.at).join(', ')}`);
+      assert.equal(new Set(items.map((i) => `${i.at} ${i.type} ${i.detail.event_id ?? ''}`)).size, items.length, 'no item twice');
+      assert.equal(pages, items.length);
+    }
+  });
+
   test('errors: bad per_page, order or cursor are 422; an unknown or malformed id, or another team\'s contact, is 404', async () => {
     const { key, teamId } = await makeTeam(t.database.db, 'errors');
     const other = await makeTeam(t.database.db, 'other');
     const s = await seedContactHistory(t.app, t.database.db, teamId, key, 'err@example.com');
     for (const q of ['per_page=0', 'per_page=101', 'per_page=x', 'order=up', 'cursor=', 'cursor=abc', `cursor=${Buffer.from('["x",1,"y",1]').toString('base64url')}`,
-      `cursor=${Buffer.from(JSON.stringify(['2026-03-01T10:00:00.000000Z', 99, '00000000-0000-0000-0000-000000000000', 1])).toString('base64url')}`]) {
+      `cursor=${Buffer.from(JSON.stringify(['2026-03-01T10:00:00.000000Z', 99, '00000000-0000-0000-0000-000000000000', 1])).toString('base64url')}`,
+      // Times PostgreSQL would refuse (a 500 if they reached it): no 31 February, no year 0 (it is 1 BC), no 4714 BC.
+      ...['2026-02-31 00:00:00.000000+00 AD', '0000-01-01 00:00:00.000000+00 AD', '4714-01-01 00:00:00.000000+00 BC', '2026-01-01 24:00:00.000000+00 AD']
+        .map((at) => `cursor=${Buffer.from(JSON.stringify([at, 1, '00000000-0000-0000-0000-000000000000', 2])).toString('base64url')}`)]) {
       const res = await get(key, `/${s.contactId}/timeline?${q}`);
       assert.equal(res.statusCode, 422, `${q}: ${res.body}`);
       assert.equal(res.json().error.code, 'VALIDATION_FAILED');
