@@ -13,7 +13,7 @@ import { duplicateIds } from './manage.ts';
 import { checkSegmentRules } from './segment.ts';
 import { scheduleBroadcast } from './broadcast.ts';
 import { scheduleIteration } from './automation.ts';
-import { buildSendData, canonicalUuid, normalizeEvents } from './send-data.ts';
+import { buildSendData, canonicalUuid, normalizeEvents, scheduleDetails } from './send-data.ts';
 
 /**
  * Checks a schema-valid body inside the caller's transaction (templates and
@@ -45,6 +45,7 @@ export async function prepareCampaign(
   if (automation && !body.automation_send) details.push({ field: 'automation_send', message: 'is required (iteration_send_amount and send_interval)' });
   const events = listed ? [] : normalizeEvents(body.events ?? []);
   details.push(...checkSegmentRules(body.segment_query?.rules ?? []));
+  details.push(...scheduleDetails(body));
 
   const templates = await lockActiveTemplateIds(trx, teamId, templateIds);
   const accounts = await lockActiveMailAccountIds(trx, teamId, mailAccountIds);

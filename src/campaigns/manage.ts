@@ -7,10 +7,10 @@ import type { Db } from '../db/pool.ts';
 import { AppError, notFound, validationFailed, type ErrorDetail } from '../lib/errors.ts';
 import { scheduleBroadcast } from './broadcast.ts';
 import { scheduleIteration } from './automation.ts';
-import { bodyChecker, compileBodyValidator } from '../http/schemas.ts';
+import { bodyChecker, compileBodyValidator, dateTimeValue } from '../http/schemas.ts';
 import { getCampaign, lockActiveMailAccountIds, lockActiveTemplateIds } from './queries.ts';
 import { UpdateCampaignBody, type CampaignValue, type SendDataValue, type UpdateCampaignInput } from './schemas.ts';
-import { automationSendData, canonicalUuid, normalizeEvents, verificationData } from './send-data.ts';
+import { automationSendData, canonicalUuid, normalizeEvents, scheduleDetails, verificationData } from './send-data.ts';
 import { checkSegmentRules } from './segment.ts';
 
 const checkPatch = bodyChecker(UpdateCampaignBody);
@@ -85,6 +85,7 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
     if (patch.broadcast_send && !broadcast) details.push({ field: 'broadcast_send', message: 'only a broadcast takes broadcast_send' });
     if (patch.automation_send && !automation) details.push({ field: 'automation_send', message: 'only an automation takes automation_send' });
     if (patch.events && (broadcast || automation)) details.push({ field: 'events', message: `a${automation ? 'n automation' : ' broadcast'} has no trigger events` });
+    details.push(...scheduleDetails(patch));
     if (details.length > 0) throw validationFailed(details, 'invalid campaign');
     // A broadcast's or automation's audience and schedule are fixed once its send has started.
     if ((broadcast || automation) && (patch.broadcast_send || patch.automation_send || patch.segment_query) && current.send_status !== 'scheduled') {
@@ -109,7 +110,7 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
       broadcast_send: {
         send_amount: bs?.send_amount ?? sd.broadcast_send.send_amount,
         scheduled_send_time: bs && bs.scheduled_send_time !== undefined
-          ? (bs.scheduled_send_time === null ? null : new Date(bs.scheduled_send_time).toISOString())
+          ? (bs.scheduled_send_time === null ? null : dateTimeValue(bs.scheduled_send_time).toISOString())
           : sd.broadcast_send.scheduled_send_time,
       },
       event_triggered_send: {
@@ -132,12 +133,14 @@ export async function updateCampaign(db: Db, teamId: string, id: string, input: 
       await sql`UPDATE campaign_sends SET send_data = ${json}::jsonb, updated_at = now() WHERE id = ${current.send_id} AND team_id = ${teamId}`.execute(trx);
       if (broadcast && bs && current.send_status === 'scheduled') {
         const at = sendData.broadcast_send.scheduled_send_time;
-        await sql`UPDATE campaign_sends SET next_send_at = ${at}::timestamptz WHERE id = ${current.send_id}`.execute(trx);
+        // As a Date, not the stored text: PostgreSQL does not read JavaScript's
+        // spelling of UTC years 0 and 10000 (`0000-…`, `+010000-…`), pg's Date writing it does.
+        await sql`UPDATE campaign_sends SET next_send_at = ${at ? new Date(at) : null}::timestamptz WHERE id = ${current.send_id}`.execute(trx);
         await scheduleBroadcast(trx, current.send_id, at ? new Date(at) : null);
       }
       if (automation && patch.automation_send && current.send_status === 'scheduled') {
         const at = sendData.automation_send.scheduled_send_time;
-        await sql`UPDATE campaign_sends SET next_send_at = ${at}::timestamptz WHERE id = ${current.send_id}`.execute(trx);
+        await sql`UPDATE campaign_sends SET next_send_at = ${at ? new Date(at) : null}::timestamptz WHERE id = ${current.send_id}`.execute(trx);
         await scheduleIteration(trx, current.send_id, at ? new Date(at) : null);
       }
     }

@@ -4,7 +4,7 @@
 // start and stop.
 import { escapeLike } from '../lib/text.ts';
 import { sql, type RawBuilder, type Transaction } from 'kysely';
-import { ISO_FORMAT } from '../db/iso.ts';
+import { ISO_FORMAT, isoSqlAnyYear } from '../db/iso.ts';
 import type { Db } from '../db/pool.ts';
 import type { Database } from '../db/schema.ts';
 import type { CampaignValue, SendDataValue, TriggerEvent } from './schemas.ts';
@@ -29,7 +29,8 @@ function campaignRows(where: RawBuilder<unknown>, tail: RawBuilder<unknown> = sq
                 'campaign_id', s.campaign_id,
                 'campaign_type', s.campaign_type,
                 'status', s.status,
-                'next_send_at', ${iso(sql`s.next_send_at`)},
+                -- A client's scheduled time may fall in UTC year 0 or 10000: written as send_data's (JavaScript's).
+                'next_send_at', ${sql.raw(isoSqlAnyYear('s.next_send_at'))},
                 'next_send_countdown', s.next_send_countdown,
                 'send_data', s.send_data,
                 'send_progress', CASE WHEN s.campaign_type IN ('broadcast', 'automation') THEN s.send_progress || (

@@ -3,6 +3,8 @@
 // and docs/decisions.md (Campaigns). Broadcast, automation and verification
 // settings do not apply to event-triggered sends; they are present, zeroed, so
 // the object has one shape for every campaign type.
+import { dateTimeValue } from '../http/schemas.ts';
+import type { ErrorDetail } from '../lib/errors.ts';
 import type { CreateCampaignInput, SendDataValue, TriggerEvent } from './schemas.ts';
 
 export const DEFAULT_COOLDOWN_SECONDS = 3600;
@@ -30,6 +32,26 @@ export type NormalizedCampaignInput = {
   input: CreateCampaignInput;
 };
 
+/**
+ * A schedule must fall within UTC years 1 to 9999: the API writes times as
+ * toISOString() does with four-digit years (the date-time format of its
+ * answers), and an offset can carry a valid `9999-12-31T23:59:59-15:59` into
+ * year 10000.
+ */
+export function scheduleDetails(input: {
+  broadcast_send?: { scheduled_send_time?: string | null } | null;
+  automation_send?: { scheduled_send_time?: string | null } | null;
+}): ErrorDetail[] {
+  const details: ErrorDetail[] = [];
+  for (const key of ['broadcast_send', 'automation_send'] as const) {
+    const at = input[key]?.scheduled_send_time;
+    if (typeof at !== 'string') continue;
+    const year = dateTimeValue(at).getUTCFullYear();
+    if (year < 1 || year > 9999) details.push({ field: `${key}.scheduled_send_time`, message: 'must fall within UTC years 1 to 9999' });
+  }
+  return details;
+}
+
 export function buildSendData(c: NormalizedCampaignInput): SendDataValue {
   const { input } = c;
   const ets = input.event_triggered_send ?? {};
@@ -41,7 +63,7 @@ export function buildSendData(c: NormalizedCampaignInput): SendDataValue {
     reply_to_email: input.reply_to_email?.toLowerCase() ?? '',
     broadcast_send: {
       send_amount: input.broadcast_send?.send_amount ?? 0,
-      scheduled_send_time: input.broadcast_send?.scheduled_send_time ? new Date(input.broadcast_send.scheduled_send_time).toISOString() : null,
+      scheduled_send_time: input.broadcast_send?.scheduled_send_time ? dateTimeValue(input.broadcast_send.scheduled_send_time).toISOString() : null,
     },
     automation_send: automationSendData(input.automation_send),
     event_triggered_send: {
@@ -73,7 +95,7 @@ export function automationSendData(a: Partial<AutomationInput> | undefined, base
     min_delivery_rate: a?.min_delivery_rate ?? b.min_delivery_rate,
     send_interval: a?.send_interval ?? b.send_interval,
     scheduled_send_time: a && a.scheduled_send_time !== undefined
-      ? (a.scheduled_send_time === null ? null : new Date(a.scheduled_send_time).toISOString())
+      ? (a.scheduled_send_time === null ? null : dateTimeValue(a.scheduled_send_time).toISOString())
       : b.scheduled_send_time,
     is_incremental_send: a?.is_incremental_send ?? b.is_incremental_send,
     max_iterations: a?.max_iterations ?? b.max_iterations,

@@ -25,3 +25,17 @@ export function isoSqlAnyYear(col: string): string {
     ELSE (CASE WHEN ${year} > 9999 THEN '+' || lpad(${year}::text, 6, '0') WHEN ${year} < 0 THEN '-' || lpad((-${year})::text, 6, '0')
                ELSE lpad(${year}::text, 4, '0') END) || to_char(${utc}, '-MM-DD"T"HH24:MI:SS.MS"Z"') END`;
 }
+
+/**
+ * A Date as text PostgreSQL reads back as the same instant in any year, for
+ * times sent inside JSON (a Date parameter pg writes itself). toISOString()
+ * is that text for UTC years 1 to 9999; its `+010000-…` and `0000-…` (1 BC)
+ * PostgreSQL does not read, so those are written `10000-…` and `0001-… BC`.
+ */
+export function pgTimeText(d: Date): string {
+  const iso = d.toISOString();
+  const y = d.getUTCFullYear();
+  if (y >= 1 && y <= 9999) return iso;
+  const rest = iso.slice(iso.indexOf('-', 1)); // from the '-' after the year
+  return y > 9999 ? `${y}${rest}` : `${String(1 - y).padStart(4, '0')}${rest} BC`;
+}

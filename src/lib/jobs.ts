@@ -5,6 +5,7 @@
 // registered in src/tasks.ts; payloads carry ids only, the task re-reads rows.
 import { sql, type Kysely } from 'kysely';
 import { PREPARED } from '../db/pool.ts';
+import { pgTimeText } from '../db/iso.ts';
 
 export type JobPayloads = {
   /** Events recorded by emit() (events/emit.ts), up to EVENTS_PER_JOB a job. */
@@ -89,7 +90,8 @@ export async function addJobs<N extends JobName, D>(db: Kysely<D>, name: N, jobs
     payload: j.payload,
     priority: j.priority ?? d.priority,
     max_attempts: j.maxAttempts ?? d.maxAttempts,
-    ...(j.runAt ? { run_at: j.runAt.toISOString() } : {}),
+    // pgTimeText: a client's schedule may fall in UTC year 10000 (toISOString's `+010000-…` PostgreSQL refuses).
+    ...(j.runAt ? { run_at: pgTimeText(j.runAt) } : {}),
   }));
   // Prepared (src/db/pool.ts): most requests that write enqueue a job, and an
   // unnamed statement is parsed, analysed and planned at every call. The

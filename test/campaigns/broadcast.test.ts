@@ -302,4 +302,37 @@ describe('broadcast campaigns', () => {
     assert.equal(rows[0]!.n, 1);
     assert.equal(new Date(rows[0]!.run_at).toISOString(), later);
   });
+
+  test('a schedule at a leap second is the next second; one past UTC year 9999 is 422, at create and by PATCH', async () => {
+    const s = await setup(t, sink.port);
+    // A leap second reads as the next second (the API's date-time rule); it made toISOString throw (500).
+    const b = await broadcast(s, { broadcast_send: { scheduled_send_time: '2030-12-31T23:59:60Z' } });
+    const view = async () => (await s.a.get(`/email/campaigns/${b.id}`)).json().campaign.campaign_sends[0];
+    assert.equal((await view()).send_data.broadcast_send.scheduled_send_time, '2031-01-01T00:00:00.000Z');
+    assert.equal((await view()).next_send_at, '2031-01-01T00:00:00.000Z');
+    const patch = (at: string) => t.app.inject({
+      method: 'PATCH', url: `/public/v1/email/campaigns/${b.id}`, headers: { 'x-api-key': s.key },
+      payload: { broadcast_send: { scheduled_send_time: at } },
+    });
+    const leap = await patch('2032-06-30T23:59:60Z');
+    assert.equal(leap.statusCode, 200, leap.body);
+    assert.equal(leap.json().campaign.campaign_sends[0].next_send_at, '2032-07-01T00:00:00.000Z');
+    // Valid date-time text whose UTC time is in year 10000: the answers' date-time format cannot
+    // carry it (the PATCH was a 500, and so was a create); refused, and nothing changes.
+    const far = '9999-12-31T23:59:59-15:59';
+    const refused = await patch(far);
+    assert.equal(refused.statusCode, 422, refused.body);
+    assert.deepEqual(refused.json().error.details.map((d: { field: string }) => d.field), ['broadcast_send.scheduled_send_time']);
+    assert.equal((await view()).next_send_at, '2032-07-01T00:00:00.000Z');
+    const created = await s.a.post('/email/campaigns', {
+      name: 'Far', campaign_type: 'broadcast', template_ids: [s.templateId], mail_account_ids: [s.accountId], broadcast_send: { scheduled_send_time: far },
+    });
+    assert.equal(created.statusCode, 422, created.body);
+    const auto = await s.a.post('/email/campaigns', {
+      name: 'Far', campaign_type: 'automation', template_ids: [s.templateId], mail_account_ids: [s.accountId],
+      automation_send: { iteration_send_amount: 1, send_interval: 60, scheduled_send_time: far },
+    });
+    assert.equal(auto.statusCode, 422, auto.body);
+    assert.deepEqual(auto.json().error.details.map((d: { field: string }) => d.field), ['automation_send.scheduled_send_time']);
+  });
 });
