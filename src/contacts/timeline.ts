@@ -49,13 +49,15 @@ type Cursor = { at: string; rank: number; id: string; page: number };
 
 /** The cursor time's format (to_char of the time in UTC); PostgreSQL reads it back exactly. */
 const CURSOR_TIME_FORMAT = `'YYYY-MM-DD HH24:MI:SS.US"+00" BC'`;
-const CURSOR_AT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+const CURSOR_AT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{6}Z$/;
 const CURSOR_AT_PG = /^(\d{4,6})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})\.\d{6}\+00 (AD|BC)$/;
 
-/** A time PostgreSQL will read, checked here: a date it refuses would be a 500, not the cursor's 422. */
+/**
+ * A time PostgreSQL will read, checked here: a date it refuses would be a 500,
+ * not the cursor's 422. The ISO form too (Date.parse takes 31 February and year 0000).
+ */
 function cursorTimeOk(v: string): boolean {
-  if (CURSOR_AT.test(v)) return !Number.isNaN(Date.parse(v));
-  const m = CURSOR_AT_PG.exec(v);
+  const m = CURSOR_AT.exec(v) ?? CURSOR_AT_PG.exec(v);
   if (!m) return false;
   const [y, mo, d, h, mi, sec] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
   const bc = m[7] === 'BC';

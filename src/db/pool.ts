@@ -6,6 +6,11 @@ import type { Database } from './schema.ts';
 // int8 (counts, bigint sums) as strings would leak into arithmetic; our counts
 // fit in a double, and numeric stays a string to keep decimals exact.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+// Date parameters are written in UTC, not in the process's time zone: in a zone
+// whose old dates carry a local mean time offset with seconds (year 1 in
+// America/New_York: -04:56:02), pg wrote the offset cut to whole minutes and
+// the instant moved by seconds (a schedule or an event in year 1, found by review).
+pg.defaults.parseInputDatesAsUTC = true;
 
 export type Db = Kysely<Database>;
 

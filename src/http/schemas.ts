@@ -50,16 +50,23 @@ export function isStorableDateTime(s: string): boolean {
   return !offset || Number(offset[2]) <= 15;
 }
 
+const DATE_TIME_PARTS = /^(\d{4}-\d{2}-\d{2})[Tt\s](\d{2}:\d{2}:\d{2})(\.\d+)?(?:([Zz])|([+-]\d{2})(?::?(\d{2}))?)$/;
+
 /**
  * A validated date-time as a Date. A leap second (`23:59:60Z`) is valid RFC 3339
  * and PostgreSQL takes it (as the next second), but JavaScript's Date cannot
  * hold it (NaN: the webhook recover route answered 500, found by the contract
- * fuzz): it becomes the next second here too.
+ * fuzz): it becomes the next second here too. The value is first respelt in the
+ * one form Date.parse reads for everything the date-time format admits: an
+ * offset of hours alone (`+01`) was NaN, an Invalid Date, and a 500 where it
+ * was written (a schedule, a recover window).
  */
 export function dateTimeValue(s: string): Date {
-  const t = Date.parse(s);
+  const m = DATE_TIME_PARTS.exec(s);
+  const iso = m ? `${m[1]}T${m[2]}${m[3] ?? ''}${m[4] ? 'Z' : `${m[5]}:${m[6] ?? '00'}`}` : s;
+  const t = Date.parse(iso);
   if (!Number.isNaN(t)) return new Date(t);
-  return new Date(Date.parse(s.replace(/:60(?=[.,Zz+-]|$)/, ':59')) + 1000);
+  return new Date(Date.parse(iso.replace(/:60(?=[.,Zz+-]|$)/, ':59')) + 1000);
 }
 
 for (const ajv of [bodyAjv, textAjv]) {

@@ -303,7 +303,7 @@ describe('broadcast campaigns', () => {
     assert.equal(new Date(rows[0]!.run_at).toISOString(), later);
   });
 
-  test('a schedule at a leap second is the next second; one past UTC year 9999 is 422, at create and by PATCH', async () => {
+  test('a schedule at a leap second is the next second, an hours-only offset reads; one past UTC year 9999 is 422, at create and by PATCH', async () => {
     const s = await setup(t, sink.port);
     // A leap second reads as the next second (the API's date-time rule); it made toISOString throw (500).
     const b = await broadcast(s, { broadcast_send: { scheduled_send_time: '2030-12-31T23:59:60Z' } });
@@ -314,6 +314,10 @@ describe('broadcast campaigns', () => {
       method: 'PATCH', url: `/public/v1/email/campaigns/${b.id}`, headers: { 'x-api-key': s.key },
       payload: { broadcast_send: { scheduled_send_time: at } },
     });
+    // An offset of hours alone is a valid date-time too; Date.parse read it as NaN (a 500).
+    const hours = await patch('2033-03-01T10:00:00+01');
+    assert.equal(hours.statusCode, 200, hours.body);
+    assert.equal(hours.json().campaign.campaign_sends[0].next_send_at, '2033-03-01T09:00:00.000Z');
     const leap = await patch('2032-06-30T23:59:60Z');
     assert.equal(leap.statusCode, 200, leap.body);
     assert.equal(leap.json().campaign.campaign_sends[0].next_send_at, '2032-07-01T00:00:00.000Z');

@@ -120,7 +120,8 @@ describe('contact timeline API', () => {
     for (const q of ['per_page=0', 'per_page=101', 'per_page=x', 'order=up', 'cursor=', 'cursor=abc', `cursor=${Buffer.from('["x",1,"y",1]').toString('base64url')}`,
       `cursor=${Buffer.from(JSON.stringify(['2026-03-01T10:00:00.000000Z', 99, '00000000-0000-0000-0000-000000000000', 1])).toString('base64url')}`,
       // Times PostgreSQL would refuse (a 500 if they reached it): no 31 February, no year 0 (it is 1 BC), no 4714 BC.
-      ...['2026-02-31 00:00:00.000000+00 AD', '0000-01-01 00:00:00.000000+00 AD', '4714-01-01 00:00:00.000000+00 BC', '2026-01-01 24:00:00.000000+00 AD']
+      ...['2026-02-31 00:00:00.000000+00 AD', '0000-01-01 00:00:00.000000+00 AD', '4714-01-01 00:00:00.000000+00 BC', '2026-01-01 24:00:00.000000+00 AD',
+        '2026-02-31T00:00:00.000000Z', '2025-02-29T00:00:00.000000Z', '0000-01-01T00:00:00.000000Z']
         .map((at) => `cursor=${Buffer.from(JSON.stringify([at, 1, '00000000-0000-0000-0000-000000000000', 2])).toString('base64url')}`)]) {
       const res = await get(key, `/${s.contactId}/timeline?${q}`);
       assert.equal(res.statusCode, 422, `${q}: ${res.body}`);
