@@ -46,8 +46,10 @@ export function rulesOf(rows: Row[]): unknown[] {
 export function scheduleOf(local: string, offsetMinutes: string): string | null {
   if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(local)) return null;
   const offset = /^-?\d{1,4}$/.test(offsetMinutes) ? Number(offsetMinutes) : 0;
-  const utc = Date.parse(`${local}:00Z`) - offset * 60_000;
-  return Number.isNaN(utc) ? null : new Date(utc).toISOString();
+  const wall = Date.parse(`${local}:00Z`);
+  // Date.parse takes 31 February (as 3 March): only a date that reads back as typed is one.
+  if (Number.isNaN(wall) || new Date(wall).toISOString().slice(0, 16) !== local) return null;
+  return new Date(wall - offset * 60_000).toISOString();
 }
 
 type Form = {
@@ -65,7 +67,7 @@ const emptyForm = (kind: Form['kind']): Form => ({
 
 const int = (s: string) => (/^\d{1,12}$/.test(s.trim()) ? Number(s.trim()) : s.trim() === '' ? undefined : Number.NaN);
 
-function readForm(body: unknown): { form: Form; input: Record<string, unknown> } {
+function readForm(body: unknown): { form: Form; input: Record<string, unknown>; problems: ErrorDetail[] } {
   const text = (name: string) => rawField(body, name) ?? '';
   const rows = Array.from({ length: SEGMENT_ROWS }, (_, i) => ({ field: text(`rule_field_${i}`), operator: text(`rule_operator_${i}`), value: text(`rule_value_${i}`) }));
   const form: Form = {
@@ -77,6 +79,11 @@ function readForm(body: unknown): { form: Form; input: Record<string, unknown> }
     verify: text('verify') === 'on', acceptable: fieldList(body, 'acceptable_statuses', 4), max_budget: text('max_budget'),
   };
   const at = scheduleOf(form.schedule, form.tz_offset);
+  // A schedule that does not read is an error, never "at once": a browser without a
+  // date-time picker sends what was typed, and a broadcast would go out now.
+  const problems: ErrorDetail[] = form.schedule.trim() !== '' && at === null
+    ? [{ field: 'schedule', message: 'is not a date and time (YYYY-MM-DDTHH:MM); leave it empty to send at once' }]
+    : [];
   const input: Record<string, unknown> = {
     name: form.name, campaign_type: form.kind, template_ids: form.template_ids, mail_account_ids: form.mail_account_ids,
     segment_query: { rules: rulesOf(rows) },
@@ -93,7 +100,7 @@ function readForm(body: unknown): { form: Form; input: Record<string, unknown> }
     if (int(form.send_amount) !== undefined) a.send_amount = int(form.send_amount);
     input.automation_send = a;
   }
-  return { form, input };
+  return { form, input, problems };
 }
 
 /** The number of the team's active contacts that match `rules`: exact up to the cap, "N+" past it; null when the segment does not compile to SQL. */
@@ -123,8 +130,8 @@ export async function listCampaignPages(app: FastifyInstance): Promise<void> {
     page(request, reply, emptyForm(queryField(request.query, 'kind', 12) === 'automation' ? 'automation' : 'broadcast')));
 
   app.post('/campaigns/new-list', signedInPost, async (request, reply) => {
-    const { form, input } = readForm(request.body);
-    const invalid = schemaDetails(validateBody, input);
+    const { form, input, problems } = readForm(request.body);
+    const invalid = [...problems, ...schemaDetails(validateBody, input)];
     if (invalid.length > 0) return page(request, reply, form, invalid, 422);
     try {
       const c = await createEventCampaign(db, user(request).teamId, input as never);

@@ -52,6 +52,9 @@ describe('broadcast and automation campaigns in the dashboard', () => {
     assert.equal(scheduleOf('2026-12-01T09:30', '-300'), '2026-12-01T14:30:00.000Z');
     assert.equal(scheduleOf('', '0'), null);
     assert.equal(scheduleOf('garbage', '0'), null);
+    // Date.parse reads 31 February as 3 March; a schedule is only what was typed.
+    assert.equal(scheduleOf('2026-02-31T09:30', '0'), null);
+    assert.equal(scheduleOf('2028-02-29T09:30', '0'), '2028-02-29T09:30:00.000Z');
   });
 
   test('the count route: the team\'s active matching contacts, refusals for bad rules, other teams unseen', async () => {
@@ -83,6 +86,16 @@ describe('broadcast and automation campaigns in the dashboard', () => {
     let res = await me.session.post('/campaigns/new-list', { kind: 'broadcast', name: 'News', mail_account_ids: me.accountId, rule_field_0: 'tags', rule_operator_0: 'has_tag', rule_value_0: 'news' });
     assert.equal(res.statusCode, 422);
     assert.match(res.body, /template_ids/);
+    // A schedule that does not read (typed where a browser has no picker) is an error, not "send at once".
+    const before = (await api(t, me.key).get('/email/campaigns')).json().campaigns.length;
+    for (const schedule of ['next monday 9am', '2026-02-31T09:30']) {
+      res = await me.session.post('/campaigns/new-list', {
+        kind: 'broadcast', name: 'News', template_ids: me.templateId, mail_account_ids: me.accountId, schedule, tz_offset: '0',
+      });
+      assert.equal(res.statusCode, 422, schedule);
+      assert.match(res.body, /is not a date and time/, schedule);
+    }
+    assert.equal((await api(t, me.key).get('/email/campaigns')).json().campaigns.length, before, 'nothing created');
     res = await me.session.post('/campaigns/new-list', {
       kind: 'broadcast', name: 'News', template_ids: me.templateId, mail_account_ids: me.accountId,
       rule_field_0: 'tags', rule_operator_0: 'has_tag', rule_value_0: 'news',
