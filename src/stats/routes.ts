@@ -7,7 +7,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from 'typebox';
 import { sql } from 'kysely';
 import { notFound, validationFailed } from '../lib/errors.ts';
-import { UUID_RE, withErrors } from '../http/schemas.ts';
+import { dateTimeValue, UUID_RE, withErrors } from '../http/schemas.ts';
 import { STATS_KEYS } from '../db/schema-stats.ts';
 import type { Db } from '../db/pool.ts';
 import { findMailAccount } from '../mail/accounts.ts';
@@ -52,8 +52,9 @@ async function answer(db: Db, teamId: string, scope: StatsScope, q: Query) {
   const interval = q.interval ?? 'day';
   const tz = q.tz ?? 'UTC';
   if (!(await knownZone(db, tz))) throw validationFailed([{ field: 'tz', message: 'not a known IANA time zone' }]);
-  const to = q.to ? new Date(q.to) : new Date();
-  const from = q.from ? new Date(q.from) : new Date(to.getTime() - (interval === 'day' ? 30 : 2) * 86_400_000);
+  // dateTimeValue: a leap second or an offset of hours alone is a valid date-time, which new Date() reads as Invalid Date.
+  const to = q.to ? dateTimeValue(q.to) : new Date();
+  const from = q.from ? dateTimeValue(q.from) : new Date(to.getTime() - (interval === 'day' ? 30 : 2) * 86_400_000);
   if (!(from < to)) throw validationFailed([{ field: 'from', message: 'must be before to' }]);
   // Guard before asking the database to count slots over centuries.
   if (to.getTime() - from.getTime() > (interval === 'day' ? MAX_POINTS * 86_400_000 : MAX_POINTS * 3_600_000)) {

@@ -353,6 +353,11 @@ describe('stats: replay of a generated log', () => {
     await bad('/email/emails/stats?from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z&interval=hour', 'from');
     await bad('/email/emails/stats?interval=minute', 'interval');
     await bad('/email/emails/stats?from=yesterday', 'from');
+    // Valid date-times new Date() cannot read (a leap second, an offset of hours alone) are read, not refused.
+    for (const q of ['from=2016-12-31T23:59:60Z&to=2017-01-02T00:00:00Z', 'from=2026-01-01T00:00:00%2B01&to=2026-01-02T00:00:00%2B01']) {
+      const r = await get(`/email/emails/stats?${q}`);
+      assert.equal(r.status, 200, `${q}: ${JSON.stringify(r.body)}`);
+    }
     assert.equal((await get('/email/campaigns/0190a6c8-0000-7000-8000-000000000001/stats')).status, 404);
     assert.equal((await get('/email/campaigns/nope/stats')).status, 404);
     assert.equal((await get(`/email/campaigns/${campaigns[0]}/stats`, otherKey)).status, 404);
