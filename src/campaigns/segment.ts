@@ -83,6 +83,16 @@ function canonical(raw: Record<string, unknown>): Canonical | string {
 }
 
 /** One detail per malformed rule (field `segment_query.rules[i]…`); empty when all are valid. */
+/** 1 January 4713 BC, PostgreSQL's earliest timestamp; Date.parse reads times back to 271821 BC. */
+const PG_MIN_TIME_MS = Date.UTC(-4712, 0, 1);
+
+/** A rule's date-time as PostgreSQL can hold it, or null (not a date-time, or before its range: a 500 if sent). */
+function storableTime(v: unknown): Date | null {
+  if (typeof v !== 'string') return null;
+  const t = Date.parse(v);
+  return Number.isNaN(t) || t < PG_MIN_TIME_MS ? null : new Date(t);
+}
+
 export function checkSegmentRules(rules: unknown[], at = 'segment_query.rules', depth = 1): ErrorDetail[] {
   const details: ErrorDetail[] = [];
   rules.forEach((raw, i) => {
@@ -124,7 +134,7 @@ export function checkSegmentRules(rules: unknown[], at = 'segment_query.rules', 
     } else if (ORDERED.has(c.operator)) {
       if (kind === 'text' || kind === 'boolean') {
         details.push({ field: `${here}.operator`, message: `${c.operator} needs a number or date-time field` });
-      } else if (kind === 'timestamptz' ? typeof value !== 'string' || Number.isNaN(Date.parse(value)) : typeof value !== 'number' || !Number.isFinite(value)) {
+      } else if (kind === 'timestamptz' ? storableTime(value) === null : typeof value !== 'number' || !Number.isFinite(value)) {
         details.push({ field: `${here}.value`, message: kind === 'timestamptz' ? 'must be an ISO 8601 date-time' : 'must be a number' });
       }
     } else if (value !== null && !['string', 'number', 'boolean'].includes(typeof value)) {
@@ -271,9 +281,8 @@ function ruleSql(raw: unknown, depth: number): RawBuilder<boolean> {
       return sql<boolean>`coalesce(${col}::numeric = ${String(v)}::numeric, false)`;
     }
     if (kind === 'boolean' && typeof v === 'boolean') return sql<boolean>`coalesce(${col} = ${v}, false)`;
-    if (kind === 'timestamptz' && typeof v === 'string' && !Number.isNaN(Date.parse(v))) {
-      return sql<boolean>`coalesce(${col} = ${new Date(Date.parse(v))}::timestamptz, false)`;
-    }
+    const at = kind === 'timestamptz' ? storableTime(v) : null;
+    if (at) return sql<boolean>`coalesce(${col} = ${at}::timestamptz, false)`;
     throw new NotCompiled();
   };
   switch (rule.operator) {
@@ -293,9 +302,8 @@ function ruleSql(raw: unknown, depth: number): RawBuilder<boolean> {
       if ((kind === 'bigint' || kind === 'numeric') && typeof v === 'number' && Number.isFinite(v)) {
         return sql<boolean>`coalesce(${col}::numeric ${op} ${String(v)}::numeric, false)`;
       }
-      if (kind === 'timestamptz' && typeof v === 'string' && !Number.isNaN(Date.parse(v))) {
-        return sql<boolean>`coalesce(${col} ${op} ${new Date(Date.parse(v))}::timestamptz, false)`;
-      }
+      const at = kind === 'timestamptz' ? storableTime(v) : null;
+      if (at) return sql<boolean>`coalesce(${col} ${op} ${at}::timestamptz, false)`;
       throw new NotCompiled();
     }
     case 'is_set':

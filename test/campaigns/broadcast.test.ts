@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { closeTransports } from '../../src/mail/send.ts';
 import { buildBroadcastBatch } from '../../src/campaigns/broadcast.ts';
-import { matchesSegment, segmentSql } from '../../src/campaigns/segment.ts';
+import { checkSegmentRules, matchesSegment, segmentSql } from '../../src/campaigns/segment.ts';
 import { buildTestApp, type TestApp } from '../helpers.ts';
 import { drain, sendLog, setup, type Setup } from '../engine/fixtures.ts';
 import { startCaptureSink, type CaptureSink } from '../engine/sink.ts';
@@ -281,6 +281,12 @@ describe('broadcast campaigns', () => {
     }
     // A form the compiler does not take: null, so rows are tested one by one.
     assert.equal(segmentSql([{ field: 'first_name', operator: 'equals', value: 5 }]), null);
+    // A date-time Date.parse reads but PostgreSQL cannot hold (before 4713 BC) is never sent to it:
+    // refused in an ordered rule, tested row by row in an equality (no contact has it).
+    const ancient = '-100000-01-01T00:00:00Z';
+    assert.equal(segmentSql([{ field: 'created_at', operator: 'equals', value: ancient }]), null);
+    assert.deepEqual(checkSegmentRules([{ field: 'created_at', operator: 'greater_than', value: ancient }]).map((d) => d.field), ['segment_query.rules[0].value']);
+    assert.deepEqual(checkSegmentRules([{ field: 'created_at', operator: 'greater_than', value: '-004712-01-01T00:00:00Z' }]), []);
   });
 
   test('events are required for event-triggered campaigns only; PATCH moves the schedule while scheduled', async () => {
