@@ -153,7 +153,11 @@ function validString(schema: Schema, pools: Pools, name: string): fc.Arbitrary<s
   if (schema.format === 'country-code') return fc.constantFrom('US', 'de', 'FR', 'gb', 'JP');
   if (schema.format === 'date-time') {
     // RFC 3339 at the edges: what the format takes and the database may not.
-    const edges = fc.constantFrom('0000-01-01T00:00:00Z', '0001-01-01T00:00:00+01:00', '9999-12-31T23:59:59-15:59', '2024-12-31T23:59:60Z', '2024-01-01T00:00:00.123456789Z', '2024-01-01t00:00:00z', '1969-12-31T23:59:59-23:59', '275760-09-13T00:00:00Z');
+    // Also the spellings new Date() cannot read (an offset of hours alone or without its
+    // colon, a space for the T) and dates that do not exist.
+    const edges = fc.constantFrom('0000-01-01T00:00:00Z', '0001-01-01T00:00:00+01:00', '0001-01-01T00:00:00+15:59', '9999-12-31T23:59:59-15:59', '2024-12-31T23:59:60Z',
+      '2024-01-01T00:00:00.123456789Z', '2024-01-01t00:00:00z', '1969-12-31T23:59:59-23:59', '275760-09-13T00:00:00Z', '2030-01-01T00:00:00+01', '2030-01-01T00:00:00-0530',
+      '2030-01-01 00:00:00Z', '2026-02-31T00:00:00Z', '2030-06-30T23:59:60+01');
     return fc.oneof({ weight: 1, arbitrary: edges }, { weight: 4, arbitrary: fc.date({ min: new Date('1970-01-01T00:00:00Z'), max: new Date('2200-01-01T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString()) });
   }
   if (name === 'url') return fc.constantFrom(...pools.urls);
