@@ -82,7 +82,6 @@ function canonical(raw: Record<string, unknown>): Canonical | string {
   return { field, operator, value: raw.value };
 }
 
-/** One detail per malformed rule (field `segment_query.rules[i]…`); empty when all are valid. */
 /** 1 January 4713 BC, PostgreSQL's earliest timestamp; Date.parse reads times back to 271821 BC. */
 const PG_MIN_TIME_MS = Date.UTC(-4712, 0, 1);
 
@@ -93,6 +92,7 @@ function storableTime(v: unknown): Date | null {
   return Number.isNaN(t) || t < PG_MIN_TIME_MS ? null : new Date(t);
 }
 
+/** One detail per malformed rule (field `segment_query.rules[i]…`); empty when all are valid. */
 export function checkSegmentRules(rules: unknown[], at = 'segment_query.rules', depth = 1): ErrorDetail[] {
   const details: ErrorDetail[] = [];
   rules.forEach((raw, i) => {

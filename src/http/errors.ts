@@ -108,6 +108,9 @@ export function sendError(reply: FastifyReply, err: unknown, request?: FastifyRe
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 
+/** A rejection as the Error a callback hook passes to done() (a falsy one would read as success there). */
+export const hookError = (err: unknown): Error => (err instanceof Error ? err : new Error(`hook rejected with ${String(err)}`));
+
 /**
  * Installs the error and not-found handlers. 405 when the path exists under
  * another method. Unknown paths and methods are answered in onRequest, from the
@@ -161,7 +164,7 @@ export function installErrorHandlers(
     }
     handleNotFound(request, reply).then(
       () => done(),
-      (err: unknown) => done(err instanceof Error ? err : new Error(`not-found handling rejected with ${String(err)}`)),
+      (err: unknown) => done(hookError(err)),
     );
   });
   // Only reached if a request skipped the hook above (none does today).

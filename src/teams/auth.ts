@@ -7,6 +7,7 @@ import { hashApiKey, looksLikeApiKey } from './keys.ts';
 import { findLiveKeyByHash, touchApiKey } from './queries.ts';
 import { AppError } from '../lib/errors.ts';
 import { leaveBodyUnread } from '../http/unread-body.ts';
+import { hookError } from '../http/errors.ts';
 
 export type Auth = { teamId: string; keyId: string };
 
@@ -127,9 +128,6 @@ export function resolveApiKey(cache: ApiKeyCache, request: FastifyRequest): Prom
     request.auth = auth;
   });
 }
-
-/** A rejection as the error Fastify's hook runner expects (it would turn a falsy one into a 500 itself). */
-const hookError = (err: unknown): Error => (err instanceof Error ? err : new Error(`hook rejected with ${String(err)}`));
 
 /**
  * resolveApiKey as an onRequest hook in callback style: a cached key (nearly
